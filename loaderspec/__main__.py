@@ -1,0 +1,7 @@
+"""``python -m loaderspec`` is the ``loaderspec`` command."""
+
+import sys
+
+from loaderspec.cli import main
+
+sys.exit(main())

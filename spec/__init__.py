@@ -1,0 +1,1 @@
+"""The TLA+ spec as package data: ``loaderspec.spec`` in an installed wheel, ``spec/`` here."""
