@@ -31,7 +31,7 @@ class Action(enum.Enum):
     # --- main process: the prefetch / reorder loop (torch: _try_put_index, _next_data) ---------
     MAIN_TRY_PUT_INDEX = "MainTryPutIndex"  # send task send_idx to the next active worker
     MAIN_GET_DATA = "MainGetData"  # take one (idx, data) message off the data queue
-    MAIN_PROCESS_DATA = "MainProcessData"  # hand out task rcvd_idx (or any, in_order=False); reraise
+    MAIN_PROCESS_DATA = "MainProcessData"  # hand out task rcvd_idx (any, in_order=False); reraise
     MAIN_SKIP_EXHAUSTED = "MainSkipExhausted"  # step rcvd_idx over a retired worker's empty slot
     MAIN_MARK_WORKER_UNAVAILABLE = "MainMarkWorkerUnavailable"  # retire a worker after exhaustion
     MAIN_STOP_ITERATION = "MainStopIteration"  # nothing left: raise StopIteration
