@@ -1,0 +1,91 @@
+"""faultinject: carry faults into any data loader's workers, and watch what it leaves behind.
+
+Usable on its own (docs/faultinject.md). The parts:
+
+* `faultinject.faults`: what goes wrong (`Die`, `Hang`, `Sleep`, `Raise`, `RaiseUnrebuildable`,
+  `Unpicklable`, `SkewWorker`).
+* `faultinject.datasets`: `FaultyDataset` (map-style) and `FaultyIterable` (uneven shards) carry
+  them into the loader's workers; `faultinject.collate(...)` is a collate_fn that can die.
+* `faultinject.records`: which worker fetched what, when (`read_fetches`).
+* `faultinject.processes`: outside faults by pid (psutil descendants, never private attributes);
+  `sigchld_deferred()` keeps a loader's SIGCHLD handler from raising in a scenario's bookkeeping.
+* `faultinject.limits`: `nofile(n)`, `small_shm()`.
+* `faultinject.sandbox`: `run(target, ..., deadline_s=...)` in a session of its own; reports and
+  reaps what is left.
+
+The parts that need torch (`datasets`, `collate`) are imported on first use, so a sandbox child
+started with `start="spawn"` does not pay for importing torch unless its target does.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from faultinject import faults, limits, processes, records, sandbox
+from faultinject.faults import (
+    Die,
+    Hang,
+    InjectedError,
+    Raise,
+    RaiseUnrebuildable,
+    SkewWorker,
+    Sleep,
+    Unpicklable,
+    UnpicklableItem,
+    UnrebuildableError,
+)
+from faultinject.limits import Unsupported
+from faultinject.records import Fetch, read_fetches
+from faultinject.sandbox import SandboxReport, kill_self
+
+__all__ = [
+    "Die",
+    "FaultyCollate",
+    "FaultyDataset",
+    "FaultyIterable",
+    "Fetch",
+    "Hang",
+    "InjectedError",
+    "Raise",
+    "RaiseUnrebuildable",
+    "SandboxReport",
+    "SkewWorker",
+    "Sleep",
+    "Unpicklable",
+    "UnpicklableItem",
+    "UnrebuildableError",
+    "Unsupported",
+    "collate",
+    "datasets",
+    "faults",
+    "kill_self",
+    "limits",
+    "processes",
+    "read_fetches",
+    "records",
+    "sandbox",
+]
+
+# name -> (module, attribute or None for the module itself); these import torch.
+_LAZY = {
+    "datasets": ("faultinject.datasets", None),
+    "FaultyDataset": ("faultinject.datasets", "FaultyDataset"),
+    "FaultyIterable": ("faultinject.datasets", "FaultyIterable"),
+    "collate": ("faultinject._collate", "collate"),
+    "FaultyCollate": ("faultinject._collate", "FaultyCollate"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'faultinject' has no attribute {name!r}")
+    module_name, attr = _LAZY[name]
+    module = importlib.import_module(module_name)
+    value = module if attr is None else getattr(module, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

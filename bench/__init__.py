@@ -1,0 +1,1 @@
+"""Benchmark: reference.DataLoader side by side with torch (``python -m bench``)."""

@@ -1,0 +1,189 @@
+"""IterationTerminates (MUST): every next() returns, raises StopIteration or raises an error
+(never hangs), unless a worker hangs and no timeout is set."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from conformance._cases import check_clean, drive, kwargs
+from conformance._datasets import EVERY, Fault, RaisingCollate, RaisingInit
+from conformance.grading import Grade
+
+PROP = "IterationTerminates"
+
+
+def _expect_error_in_turn(grade: Grade, got: list[dict], position: int, pattern: str) -> None:
+    kinds = [e["kind"] for e in got]
+    if len(kinds) <= position or kinds[position] != "error":
+        grade.fail(PROP, f"an error as result {position}", f"results {kinds}")
+    text = str(got[position]["value"])
+    if not re.search(pattern, text, re.S):
+        grade.fail(PROP, f"an error matching {pattern!r}", text[:300])
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP)
+def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> None:
+    """timeout=1 and a worker hung in __getitem__: next() raises "timed out" after about 1 s.
+
+    Property: IterationTerminates. Seed (dataloader.py, _try_get_data): "raise
+    RuntimeError(f'DataLoader timed out after {timeout} seconds')".
+    Guards: B4 pytorch/pytorch#21554 (a stuck worker hangs the loader).
+    """
+    r = drive(
+        loader_cls,
+        n=8,
+        faults=(Fault("hang", 2),),
+        kwargs=kwargs(2, 2, batch_size=1, timeout=1),
+    )
+    got = [e for e in r.of(0) if e["kind"] in ("batch", "error", "stop")]
+    _expect_error_in_turn(grade, got, 2, r"timed out")
+    grade.bounded(PROP, "timeout_overshoot_s", max(0.0, got[2]["dt"] - 1.0), "timeout error")
+    check_clean(grade, r)
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP, "NoDuplicateDelivery")
+@pytest.mark.parametrize("where", ["dataset", "collate"])
+def test_error_is_raised_in_turn_and_iteration_continues(
+    loader_cls: type, grade: Grade, where: str
+) -> None:
+    """A ValueError in __getitem__ or collate_fn is re-raised in its batch's turn, naming the
+    worker, and the other batches still come, in order, then StopIteration.
+
+    Property: IterationTerminates. Seed (worker loop): "data = ExceptionWrapper(where=f'in
+    DataLoader worker process {worker_id}')", re-raised by "_process_data".
+    Guards: H3 pytorch test_error_workers semantics (iteration goes on after an error).
+    """
+    faults = (Fault("raise", 5, "boom-5"),) if where == "dataset" else ()
+    extra = {"collate_fn": RaisingCollate(5, "boom-5")} if where == "collate" else {}
+    r = drive(
+        loader_cls,
+        n=12,
+        faults=faults,
+        max_errors=1,
+        kwargs=kwargs(2, 2, batch_size=2, **extra),
+    )
+    got = [e for e in r.of(0) if e["kind"] in ("batch", "error", "stop")]
+    _expect_error_in_turn(grade, got, 2, r"ValueError.*boom-5")
+    if "worker" not in str(got[2]["value"]).lower():
+        grade.fail(PROP, "the error names the worker", str(got[2]["value"])[:300])
+    expected = [[0, 1], [2, 3], [6, 7], [8, 9], [10, 11]]
+    if r.batches() != expected or got[-1]["kind"] != "stop":
+        grade.fail(PROP, f"then {expected} and StopIteration", f"{r.batches()} then {r.last()}")
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "NoDeadlock")
+def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: Grade) -> None:
+    """Every __getitem__ raises: 9 items, batch size 2 -> exactly 5 errors, then StopIteration.
+
+    Property: IterationTerminates. Seed (worker loop): an exception is a result like any other;
+    the main process re-raises it and "tasks_outstanding" goes down.
+    Guards: H3 pytorch test_error_workers (41 items, bs 2 -> 21 errors then StopIteration).
+    """
+    r = drive(
+        loader_cls,
+        n=9,
+        faults=(Fault("raise", EVERY, "always"),),
+        max_errors=20,
+        kwargs=kwargs(3, 2, batch_size=2),
+    )
+    kinds = [e["kind"] for e in r.of(0) if e["kind"] in ("batch", "error", "stop")]
+    if kinds != ["error"] * 5 + ["stop"]:
+        grade.fail(PROP, "5 errors then StopIteration", f"{kinds}")
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
+    """worker_init_fn raises in worker 0: next() raises that ValueError, never hangs.
+
+    Property: IterationTerminates. Seed (worker loop): "init_exception = ExceptionWrapper(where=
+    f'in DataLoader worker process {worker_id}')".
+    Guards: H2 pytorch PR #20150 (test_error_in_init).
+    """
+    r = drive(
+        loader_cls,
+        n=8,
+        max_errors=3,
+        kwargs=kwargs(2, 2, batch_size=1, worker_init_fn=RaisingInit(0, "init-boom")),
+    )
+    errors = r.of(0, "error")
+    if not errors or "init-boom" not in str(errors[0]["value"]):
+        grade.fail(PROP, "an error carrying 'init-boom'", f"{[e['value'] for e in errors]}")
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_unrebuildable_exception_keeps_its_message(loader_cls: type, grade: Grade) -> None:
+    """An exception whose constructor needs two arguments arrives with its type name and text.
+
+    Property: IterationTerminates. Seed (ExceptionWrapper.reraise): when the type cannot be
+    rebuilt from the message, a RuntimeError carrying the formatted message is raised instead.
+    Guards: H1 pytorch/pytorch#30147 (TypeError: __init__() missing argument instead).
+    """
+    r = drive(
+        loader_cls,
+        n=6,
+        faults=(Fault("unrebuildable", 2),),
+        max_errors=1,
+        kwargs=kwargs(1, 2, batch_size=1),
+    )
+    errors = r.of(0, "error")
+    if not errors or not re.search(r"TwoArgError.*needs/two", str(errors[0]["value"]), re.S):
+        grade.fail(PROP, "an error naming TwoArgError with 'needs/two'", f"{errors[:1]}")
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: Grade) -> None:
+    """A result the worker cannot pickle makes next() raise (within 15 s), not wait forever.
+
+    Property: IterationTerminates. Seed (NOTE, 3a): "hanging on get() can still happen when data
+    in queue is corrupted" - the loader must guard every get.
+    Guards: B2 pytorch/pytorch#142884 (feeder thread dies on a pickling error; loader hangs).
+    """
+    r = drive(
+        loader_cls,
+        deadline_s=20.0,
+        n=6,
+        faults=(Fault("unpicklable", 2),),
+        max_errors=1,
+        kwargs=kwargs(1, 2, batch_size=1),
+    )
+    errors = r.of(0, "error")
+    if not errors:
+        grade.fail(PROP, "an error for the unpicklable result", f"events {r.last()}")
+    grade.bounded(PROP, "unpicklable_reported_s", errors[0]["dt"], "pickling failure raised")
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade: Grade) -> None:
+    """RLIMIT_NOFILE=64 and 40 tensors per item: either every batch, or an error naming the
+    file-descriptor limit; never a hang.
+
+    Property: IterationTerminates. Seed (torch NOTE "DataLoader on Linux and open files limit"):
+    the file_descriptor sharing strategy needs one fd per tensor in flight.
+    Guards: G1 pytorch/pytorch#973 (received 0 items of ancdata), G2 pytorch/pytorch#25691 (hang
+    when fds run out).
+    """
+    r = drive(
+        loader_cls,
+        deadline_s=20.0,
+        n=8,
+        faults=(Fault("tensors", EVERY, 40),),
+        nofile=64,
+        max_errors=2,
+        kwargs=kwargs(2, 2, batch_size=2),
+    )
+    errors = r.of(0, "error")
+    clear = r"open files|file descriptor|ancdata|ulimit|sharing.strategy|Too many"
+    if errors and not re.search(clear, str(errors[0]["value"]), re.I):
+        grade.fail(PROP, f"an error matching {clear!r}", str(errors[0]["value"])[:300])
+    if not errors and len(r.batches()) != 4:
+        grade.fail(PROP, "4 batches or a clear error", f"{len(r.batches())} batches, no error")
+    check_clean(grade, r)

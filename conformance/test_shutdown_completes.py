@@ -1,0 +1,98 @@
+"""ShutdownCompletes (MUST): once shutdown starts, every worker and the pin-memory thread are
+eventually gone, stuck workers included."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance._cases import check_clean, drive, kwargs, shutdown_s
+from conformance._datasets import Fault
+from conformance.grading import Grade
+
+PROP = "ShutdownCompletes"
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP)
+@pytest.mark.parametrize("how", ["drop", "break", "raise"])
+def test_leaving_an_epoch_early_stops_every_worker(
+    loader_cls: type, grade: Grade, how: str
+) -> None:
+    """del of the iterator, break, or an exception in the loop after 3 batches: nothing left.
+
+    Property: ShutdownCompletes. Seed (NOTE, 1): "The iterator gracefully exits the workers when
+    its last reference is gone or it is depleted."
+    Guards: A4 pytorch/pytorch#9985 (break out of a partly consumed loader hangs), A3
+    pytorch/pytorch#48666 (exception in the loop hangs at exit).
+    """
+    r = drive(
+        loader_cls,
+        n=200,
+        stop_after={0: (how, 3)},
+        kwargs=kwargs(2, 2, batch_size=2),
+    )
+    grade.figure("shutdown_s", shutdown_s(loader_cls, r))
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+@pytest.mark.parametrize("in_order", [True, False])
+def test_dropping_a_persistent_loader_stops_its_workers(
+    loader_cls: type, grade: Grade, in_order: bool
+) -> None:
+    """Persistent workers outlive epochs but not the loader: after del loader nothing is left.
+
+    Property: ShutdownCompletes. Seed (dataloader.py, _shutdown_workers): "If we are using
+    workers_status with persistent_workers we have to shut it down because the worker is paused".
+    Guards: A1 pytorch/pytorch#81794 (persistent workers stall exit ~5 s per worker).
+    """
+    r = drive(
+        loader_cls,
+        n=6,
+        epochs=2,
+        stop_after={1: ("drop", 1)},
+        kwargs=kwargs(2, 2, batch_size=2, in_order=in_order, persistent_workers=True),
+    )
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+def test_stuck_worker_is_terminated_at_shutdown(loader_cls: type, grade: Grade) -> None:
+    """A worker hung inside __getitem__ does not stop the iterator's shutdown; it is terminated.
+
+    Property: ShutdownCompletes (bounded: 15 s MUST, 0.5 s SHOULD). Seed (dataloader.py,
+    _shutdown_workers): "in case that we unfortunately reach here ... we kill the worker."
+    Guards: A2 pytorch/pytorch#39570 -> PR #39869 (join with a timeout, then terminate).
+    """
+    r = drive(
+        loader_cls,
+        n=20,
+        probe=True,
+        faults=(Fault("hang", 5),),
+        wait_fetch=5,
+        stop_after={0: ("drop", 2)},
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    check_clean(grade, r)
+    took = shutdown_s(loader_cls, r)
+    grade.bounded(PROP, "shutdown_s", took, "shutdown with a stuck worker")
+
+
+@pytest.mark.spec_property(PROP, "IterationTerminates")
+def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade) -> None:
+    """timeout=1 with a hung worker: the timeout error, then dropping the iterator kills it.
+
+    Property: ShutdownCompletes. Seed (architecture, timeout): "a hung worker is terminated at the
+    shutdown that follows".
+    Guards: B4 pytorch/pytorch#21554 (timeout raises but leaves the stuck workers alive).
+    """
+    r = drive(
+        loader_cls,
+        n=8,
+        faults=(Fault("hang", 2),),
+        kwargs=kwargs(2, 2, batch_size=1, timeout=1),
+    )
+    errors = r.of(0, "error")
+    if not errors or "timed out" not in str(errors[0]["value"]):
+        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['value'] for e in errors]}")
+    check_clean(grade, r)

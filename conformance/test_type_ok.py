@@ -1,0 +1,67 @@
+"""TypeOK (MUST): every variable holds a value of its type - here, what a worker sees of the
+protocol: its worker_info, its seed, the worker_init_fn call."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import _scenarios
+from conformance._cases import kwargs, run
+from conformance.grading import Grade
+
+PROP = "TypeOK"
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP)
+def test_worker_info_and_seeds_are_per_worker_and_per_epoch(loader_cls: type, grade: Grade) -> None:
+    """3 workers, 2 epochs: worker_init_fn gets ids 0..2 once per worker, get_worker_info() agrees,
+    seeds are distinct across workers and epochs and equal torch.initial_seed() in the worker.
+
+    Property: TypeOK. Seed (worker loop): "seed = base_seed + worker_id; random.seed(seed);
+    torch.manual_seed(seed)", with a fresh base_seed per iterator.
+    Guards: J1 pytorch/pytorch#5059 (every worker inherits the same RNG state through fork).
+    """
+    r = run(_scenarios.worker_info, loader_cls, kwargs(3, 2, batch_size=2), 2)
+    inits = [x for x in r.result["records"] if x.get("event") == "init"]
+    if len(inits) != 6:
+        grade.fail(PROP, "6 worker_init_fn calls (3 workers x 2 epochs)", f"{len(inits)}")
+    for rec in inits:
+        if rec["worker_id_arg"] != rec["id"] or rec["num_workers"] != 3:
+            grade.fail(PROP, "worker_init_fn(id) == get_worker_info().id, num_workers 3", f"{rec}")
+        if rec["seed"] != rec["torch_seed"]:
+            grade.fail(PROP, "worker_info.seed == torch.initial_seed()", f"{rec}")
+    for epoch in range(2):
+        ids = sorted(x["id"] for x in inits[epoch * 3 : epoch * 3 + 3])
+        if ids != [0, 1, 2]:
+            grade.fail(PROP, "ids [0, 1, 2] per epoch", f"{ids}")
+    seeds = [x["seed"] for x in inits]
+    if len(set(seeds)) != len(seeds):
+        grade.fail(PROP, "distinct seeds across workers and epochs", f"{seeds}")
+    if [b for e in r.result["epochs"] for b in e] != [
+        [0, 1],
+        [2, 3],
+        [4, 5],
+        [6, 7],
+        [8, 9],
+        [10, 11],
+    ] * 2:
+        grade.fail("ExactlyOnce", "both epochs complete", f"{r.result['epochs']}")
+    if r.result["leaks"]:
+        grade.fail("ShutdownCompletes", "nothing left", r.result["leaks"])
+
+
+@pytest.mark.spec_property(PROP)
+def test_worker_init_fn_runs_before_the_worker_fetches(loader_cls: type, grade: Grade) -> None:
+    """Each worker calls worker_init_fn once, before its first fetch.
+
+    Property: TypeOK. Seed (DataLoader docs): worker_init_fn "will be called on each worker
+    subprocess with the worker id ... after seeding and before data loading".
+    Guards: H2 pytorch PR #20150 (init errors and ordering of worker start-up).
+    """
+    r = run(_scenarios.worker_info, loader_cls, kwargs(2, 1, batch_size=3), 1)
+    recs = r.result["records"]
+    for pid in {x["pid"] for x in recs if x.get("event") == "fetch"}:
+        mine = [x.get("event") for x in recs if x.get("pid") == pid]
+        if mine.count("init") != 1 or mine[0] != "init":
+            grade.fail(PROP, "init once, before the first fetch", f"worker {pid}: {mine[:5]}")

@@ -1,0 +1,110 @@
+"""WorkerDeathRaises (MUST): a worker that dies while the iterator depends on it makes the main
+process raise."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import _death
+from conformance._cases import check_clean, drive, kwargs
+from conformance._datasets import Fault, killing_collate
+from conformance.grading import Grade
+
+PROP = "WorkerDeathRaises"
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@pytest.mark.parametrize("in_order", [True, False])
+def test_worker_killed_before_fetch_raises(loader_cls: type, grade: Grade, in_order: bool) -> None:
+    """A worker SIGKILLed inside __getitem__ makes next() raise an error naming the worker.
+
+    Property: WorkerDeathRaises. Seed (NOTE, 3a): "For child exit, we register SIGCHLD handler
+    on main process, which checks if any of the workers fail".
+    Guards: B1 pytorch PR #3474 / #11985 (a segfaulting worker hung the loader).
+    """
+    r = drive(
+        loader_cls,
+        n=12,
+        faults=(Fault("kill", 5),),
+        kwargs=kwargs(2, 2, batch_size=1, in_order=in_order),
+    )
+    _death.first_error_reported(grade, r)
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_iterable_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
+    """IterableDataset: a worker SIGKILLed at its third item makes next() raise.
+
+    Property: WorkerDeathRaises. Seed (NOTE, 3): "All processes exit if any of them die
+    unexpectedly by fatal signals."
+    Guards: B1 pytorch PR #15665 (worker death detection for every dataset kind).
+    """
+    r = drive(
+        loader_cls,
+        dataset="iter",
+        shards=(6, 6),
+        faults=(Fault("kill", 2),),
+        kwargs=kwargs(2, 1, batch_size=1),
+    )
+    _death.first_error_reported(grade, r)
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_worker_killed_in_collate_raises(loader_cls: type, grade: Grade) -> None:
+    """A worker SIGKILLed inside collate_fn makes next() raise.
+
+    Property: WorkerDeathRaises. Seed (worker loop): the worker fetches and collates a batch
+    before putting it; dying at either point leaves the task without a result.
+    Guards: B1 pytorch PR #11985 (worker killed mid-batch).
+    """
+    r = drive(
+        loader_cls,
+        n=12,
+        kwargs=kwargs(2, 2, batch_size=2, collate_fn=killing_collate(6)),
+    )
+    _death.first_error_reported(grade, r)
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_worker_killed_while_blocked_on_full_pipe_raises(loader_cls: type, grade: Grade) -> None:
+    """A worker SIGKILLed while it writes a result bigger than the pipe makes next() raise.
+
+    Property: WorkerDeathRaises. Seed (NOTE, 3b): "in case that the receiver has ended abruptly
+    while reading from the pipe, the join will hang forever" (a torn message is not an EOF).
+    Guards: C2 GaTech-RL2/EgoVerse#682 (workers blocked writing large samples).
+    """
+    r = drive(
+        loader_cls,
+        n=8,
+        probe=True,
+        faults=(Fault("big", -1),),
+        kill_worker_after=1,
+        wait_fetch=3,
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    _death.first_error_reported(grade, r)
+    check_clean(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
+    """A worker SIGKILLed (by pid, from outside) while it waits for work makes next() raise.
+
+    Property: WorkerDeathRaises. Seed (dataloader.py, _try_get_data): "if any worker fails,
+    raise" after a queue get times out, checking each worker's is_alive().
+    Guards: B1 pytorch PR #6606-era test_proper_exit worker paths (idle worker killed).
+    """
+    r = drive(
+        loader_cls,
+        n=12,
+        probe=True,
+        kill_worker_after=2,
+        wait_fetch=5,
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    _death.first_error_reported(grade, r)
+    check_clean(grade, r)

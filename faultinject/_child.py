@@ -1,0 +1,153 @@
+"""The sandbox's child side: run the target, measure what it leaked, talk to the harness.
+
+Runs in the sandbox child (forked from the harness, or a fresh interpreter started with
+`python -c "from faultinject._child import spawn_main; spawn_main()"`), after it became the leader
+of its own session. It sends the harness: `("started", t)` when the target is about to run,
+`("kill_self", t, pids)` before a parent-death scenario SIGKILLs it, and `("result", ...)` with the
+outcome and the leaks measured here (fds and threads: only the process itself can see those).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from faultinject import _wire, processes, trace
+
+__all__ = ["in_sandbox", "kill_self"]
+
+# Set in the sandbox child only: (message fd to the harness, ack fd from the harness).
+_channel: tuple[int, int] | None = None
+
+# How long kill_self waits for the harness to acknowledge the pids it will watch.
+_ACK_TIMEOUT_S = 10.0
+# How long, at most, the threads the target started get to end before leaks are measured.
+_SETTLE_S = 1.0
+
+
+def in_sandbox() -> bool:
+    """True inside a `faultinject.sandbox.run` child."""
+    return _channel is not None and os.getpid() == _child_pid
+
+
+_child_pid = -1
+
+
+def kill_self() -> None:
+    """SIGKILL the sandbox child (a parent-death scenario), after telling the harness which
+    descendants to time; the harness then reports how long each outlived it (`orphan_exit_s`).
+
+    Raises:
+        RuntimeError: not called in a sandbox child (nothing is killed).
+    """
+    if not in_sandbox() or _channel is None:
+        raise RuntimeError("faultinject.sandbox.kill_self() only works inside sandbox.run's child")
+    out_fd, ack_fd = _channel
+    pids = [p.pid for p in processes.children()]
+    _wire.send(out_fd, ("kill_self", time.monotonic(), pids))
+    # The harness opens a pidfd per pid before acking, so no exit goes unseen; bounded wait.
+    with contextlib.suppress(OSError):
+        import select
+
+        select.select([ack_fd], [], [], _ACK_TIMEOUT_S)
+    trace.emit_fault("FaultKillParent", worker=None)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _fds() -> dict[int, str]:
+    out = {}
+    for name in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return out
+
+
+def _threads() -> dict[int, str]:
+    return {t.ident or 0: t.name for t in threading.enumerate()}
+
+
+def _settle(threads_before: dict[int, str]) -> None:
+    """Give the threads the target started a bounded moment to finish what they were told.
+
+    A loader's shutdown closes its queues asynchronously: `multiprocessing.Queue.close()` only
+    hands its feeder thread a sentinel, and that thread closes both ends of the queue's pipe on
+    its way out. Joined here (at most `_SETTLE_S` in all), such threads and fds are not counted
+    as leaks; a thread still alive after the bound is one.
+    """
+    deadline = time.monotonic() + _SETTLE_S
+    for t in threading.enumerate():
+        if t.ident in threads_before or t is threading.current_thread():
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        t.join(left)
+
+
+def run_job(out_fd: int, ack_fd: int, job: tuple[Callable[..., Any], tuple, dict]) -> int:
+    """Run the target and send the result; return the exit code the child should use."""
+    global _channel, _child_pid
+    _channel = (out_fd, ack_fd)
+    _child_pid = os.getpid()
+    target, args, kwargs = job
+    fds_before = _fds()
+    threads_before = _threads()
+    _wire.send(out_fd, ("started", time.monotonic()))
+    value: Any = None
+    payload: bytes | None = None
+    error: str | None = None
+    try:
+        value = target(*args, **kwargs)
+    except BaseException as exc:  # SystemExit and KeyboardInterrupt are outcomes too.
+        error = "".join(traceback.format_exception(exc))
+        del exc
+    else:
+        try:
+            payload = pickle.dumps(value)
+        except Exception as exc:
+            error = f"the target's return value could not be pickled: {exc!r}"
+    # Drop what the target left us before measuring, as torch's own exit tests do.
+    value = None
+    gc.collect()
+    _settle(threads_before)
+    fds_after = _fds()
+    leaked_fds = [
+        f"{fd} -> {path}"
+        for fd, path in sorted(fds_after.items())
+        if fds_before.get(fd) != path and fd not in (out_fd, ack_fd)
+    ]
+    # The listdir above briefly opens /proc/self/fd itself; that fd is closed again.
+    leaked_fds = [f for f in leaked_fds if not f.endswith(f"/proc/{os.getpid()}/fd")]
+    threads_after = _threads()
+    leaked_threads = sorted(
+        name for ident, name in threads_after.items() if ident not in threads_before
+    )
+    zombie_pids = processes.zombies()
+    descendants = [p.pid for p in processes.children()]
+    result = (payload, error, leaked_fds, leaked_threads, zombie_pids, descendants)
+    _wire.send(out_fd, ("result", time.monotonic(), *result))
+    return 0 if error is None else 1
+
+
+def spawn_main() -> None:
+    """Entry point of a `start="spawn"` child: argv holds the two fds; the job comes over ack_fd.
+
+    Exits through the interpreter's normal shutdown (atexit handlers, multiprocessing's cleanup),
+    like the user's own script would.
+    """
+    out_fd, ack_fd = int(sys.argv[1]), int(sys.argv[2])
+    path, pickled = _wire.recv_blocking(ack_fd)
+    sys.path[:] = path
+    job = pickle.loads(pickled)
+    code = run_job(out_fd, ack_fd, job)
+    sys.stdout.flush()
+    sys.exit(code)

@@ -1,0 +1,244 @@
+"""Datasets that carry faults into a loader's workers.
+
+The dataset is the one piece of user code every loader runs inside its workers, so it is how a
+fault gets into a foreign loader without touching its internals. Both datasets are plain picklable
+objects (paths and frozen dataclasses only), so they work under fork, spawn and forkserver, and in
+torch's, the reference's and torchdata's loaders (paddle's through its adapter).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from faultinject import _fire
+from faultinject.faults import (
+    Die,
+    Fault,
+    Hang,
+    Raise,
+    RaiseUnrebuildable,
+    SkewWorker,
+    Sleep,
+    Unpicklable,
+    UnpicklableItem,
+)
+from faultinject.records import Fetch, next_epoch_hint, write_fetch
+
+__all__ = ["SHARD_STRIDE", "FaultyDataset", "FaultyIterable", "identity"]
+
+# FaultyIterable's item values: shard w yields w * SHARD_STRIDE + k.
+SHARD_STRIDE = 1_000_000
+
+
+def identity(index: int) -> int:
+    """The default item: the index itself (module-level, so it pickles)."""
+    return index
+
+
+def _remove_dir(path: str, owner_pid: int) -> None:
+    # Only the process that created the dir removes it: forked workers inherit the finalizer.
+    if os.getpid() == owner_pid:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+class _Faulty:
+    """What both datasets share: the fault list, the state and record dirs, and the fetch path."""
+
+    faults: tuple[Fault, ...]
+    record_dir: str | None
+    state_dir: str | None
+    cost_s: float
+
+    def _setup(
+        self,
+        faults: Sequence[Fault],
+        cost_s: float,
+        record_dir: str | os.PathLike[str] | None,
+        state_dir: str | os.PathLike[str] | None,
+    ) -> None:
+        self.faults = tuple(faults)
+        self.cost_s = float(cost_s)
+        self.record_dir = None if record_dir is None else os.fspath(record_dir)
+        if self.record_dir is not None:
+            os.makedirs(self.record_dir, exist_ok=True)
+        if state_dir is None and any(f.once for f in self.faults):
+            if self.record_dir is not None:
+                state_dir = os.path.join(self.record_dir, "once")
+            else:
+                state_dir = tempfile.mkdtemp(prefix="faultinject-state-")
+                weakref.finalize(self, _remove_dir, state_dir, os.getpid())
+        self.state_dir = None if state_dir is None else os.fspath(state_dir)
+        if self.state_dir is not None:
+            os.makedirs(self.state_dir, exist_ok=True)
+
+    def _record(self, index: int, k: int | None) -> None:
+        if self.record_dir is None:
+            return
+        hint = next_epoch_hint(self.record_dir, index)
+        wid = _fire.worker_id()
+        write_fetch(self.record_dir, Fetch(time.monotonic(), os.getpid(), wid, index, hint, k=k))
+
+    def _fault_record(self, name: str, index: int, k: int | None) -> None:
+        _fire.record_fault(self.record_dir, name, index, k)
+
+    def _fetch(self, at: int, index: int, k: int | None, make: Callable[[], Any]) -> Any:
+        """Produce one item: skew, record, cost, the faults for position `at`, then `make()`.
+
+        `at` is what faults match (the index, or the position in the shard); `index` is what the
+        records call the item.
+        """
+        wid = _fire.worker_id()
+        for f in self.faults:
+            if isinstance(f, SkewWorker) and f.worker_id == wid:
+                time.sleep(f.seconds)
+        self._record(index, k)
+        if self.cost_s > 0:
+            time.sleep(self.cost_s)
+        mine = [f for f in self.faults if not isinstance(f, SkewWorker) and f.at == at]
+        for f in mine:
+            self._before(f, index, k)
+        item = make()
+        for f in mine:
+            item = self._after(f, index, k, item)
+        return item
+
+    def _before(self, f: Fault, index: int, k: int | None) -> None:
+        if isinstance(f, Die) and f.point == "before_fetch":
+            if _fire.may_fire_here(f) and _fire.claim_once(self.state_dir, f, k):
+                self._fault_record("Die:before_fetch", index, k)
+                _fire.fire_die(f)
+        elif isinstance(f, Hang):
+            if _fire.may_fire_here(f) and _fire.claim_once(self.state_dir, f, k):
+                self._fault_record("Hang", index, k)
+                _fire.fire_hang(f)
+        elif isinstance(f, Sleep):
+            if _fire.claim_once(self.state_dir, f, k):
+                self._fault_record("Sleep", index, k)
+                time.sleep(f.seconds)
+        elif isinstance(f, Raise | RaiseUnrebuildable) and _fire.claim_once(self.state_dir, f, k):
+            self._fault_record(type(f).__name__, index, k)
+            _fire.fire_raise(f)
+
+    def _after(self, f: Fault, index: int, k: int | None, item: Any) -> Any:
+        if isinstance(f, Unpicklable) and _fire.claim_once(self.state_dir, f, k):
+            self._fault_record("Unpicklable", index, k)
+            return UnpicklableItem(index)
+        if not isinstance(f, Die) or not _fire.may_fire_here(f):
+            return item
+        if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):
+            self._fault_record("Die:after_fetch", index, k)
+            _fire.fire_die(f)
+        elif f.point == "in_collate":
+            # Once-only is claimed by collate, where the fault fires.
+            _fire.arm_collate(f.at)
+        elif f.point == "blocked_put" and _fire.claim_once(self.state_dir, f, k):
+            if f.signal is None:
+                self._fault_record("Die:blocked_put:harness", index, k)
+            else:
+                _fire.die_when_blocked(f, self.record_dir, index, k)
+            return bytes(f.blocked_put_bytes)
+        elif f.point == "idle" and _fire.claim_once(self.state_dir, f, k):
+            _fire.die_when_idle(f, self.record_dir, index, k)
+        return item
+
+
+class FaultyDataset(_Faulty, Dataset):
+    """A map-style dataset of `n` items, `item(index)` each (the index by default), with faults.
+
+    Args:
+        n: the dataset's length.
+        faults: `faultinject.faults` instances; each fires when its `at` index is fetched.
+        item: index -> item; must pickle (a module-level function) under spawn/forkserver.
+        cost_s: seconds every fetch takes (simulated work).
+        record_dir: where to append fetch records (`faultinject.records.read_fetches`).
+        state_dir: where once-only faults leave their markers; defaults to `record_dir/once`, or a
+            temporary dir removed when the dataset is collected in the process that made it.
+    """
+
+    def __init__(
+        self,
+        n: int,
+        faults: Sequence[Fault] = (),
+        *,
+        item: Callable[[int], Any] = identity,
+        cost_s: float = 0.0,
+        record_dir: str | os.PathLike[str] | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if n < 0:
+            raise ValueError(f"FaultyDataset needs n >= 0, got {n}")
+        self.n = n
+        self.item = item
+        self._setup(faults, cost_s, record_dir, state_dir)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, index: int) -> Any:
+        index = int(index)
+        if not 0 <= index < self.n:
+            raise IndexError(f"FaultyDataset index {index} out of range [0, {self.n})")
+        return self._fetch(index, index, None, lambda: self.item(index))
+
+    def __repr__(self) -> str:
+        return f"FaultyDataset({self.n}, faults={list(self.faults)!r})"
+
+
+class FaultyIterable(_Faulty, IterableDataset):
+    """An iterable dataset of uneven shards: shard w yields `shard_lengths[w]` items
+    `w * 1_000_000 + k`.
+
+    Worker w of n yields shards w, w + n, w + 2n, ... (so with `len(shard_lengths)` workers, shard
+    w is worker w's); with no workers (the main process) it yields every shard in order. A fault's
+    `at` is the position `k` within a shard, so `Die(at=3)` fires in every worker that reaches its
+    fourth item (use `once=True` for one worker only). Records use the item value as `index`.
+    """
+
+    def __init__(
+        self,
+        shard_lengths: Sequence[int],
+        faults: Sequence[Fault] = (),
+        *,
+        cost_s: float = 0.0,
+        record_dir: str | os.PathLike[str] | None = None,
+        state_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if any(n < 0 for n in shard_lengths):
+            raise ValueError(f"shard lengths must be >= 0, got {list(shard_lengths)}")
+        if any(n >= SHARD_STRIDE for n in shard_lengths):
+            raise ValueError(f"a shard holds at most {SHARD_STRIDE - 1} items")
+        self.shard_lengths = tuple(int(n) for n in shard_lengths)
+        self._setup(faults, cost_s, record_dir, state_dir)
+
+    def shards_of(self, worker: int | None, num_workers: int) -> list[int]:
+        """The shards worker `worker` of `num_workers` yields (all of them for None)."""
+        if worker is None:
+            return list(range(len(self.shard_lengths)))
+        return list(range(worker, len(self.shard_lengths), num_workers))
+
+    def expected(self, worker: int | None = None, num_workers: int = 1) -> list[int]:
+        """The items worker `worker` yields, in order (all items for None)."""
+        shards = self.shards_of(worker, num_workers)
+        return [w * SHARD_STRIDE + k for w in shards for k in range(self.shard_lengths[w])]
+
+    def __iter__(self) -> Iterator[Any]:
+        info = get_worker_info()
+        if info is None:
+            shards = self.shards_of(None, 1)
+        else:
+            shards = self.shards_of(info.id, info.num_workers)
+        for w in shards:
+            for k in range(self.shard_lengths[w]):
+                value = w * SHARD_STRIDE + k
+                yield self._fetch(k, value, k, lambda v=value: v)
+
+    def __repr__(self) -> str:
+        return f"FaultyIterable({list(self.shard_lengths)}, faults={list(self.faults)!r})"

@@ -1,0 +1,582 @@
+"""Run a scenario in a child process of its own session, under a deadline; report and reap
+everything it left behind.
+
+`run(target, *args, deadline_s=..., **kwargs)` starts a child (forked from this process by
+default, or a fresh interpreter with `start="spawn"`) that calls `os.setsid()`, so the scenario and
+every process it starts share a session id equal to the child's pid, whoever becomes their parent
+later. The harness waits for the child (bounded: startup, then `deadline_s`), then finds what is
+left: session members still alive (and, for shared memory, every pid seen in the child's process
+tree while it ran), waits up to `orphan_grace_s` for them to exit on their own (timing each
+through a pidfd), SIGKILLs the rest by pid and reaps them.
+
+Orphans: PID 1 may not reap (in this project's VMs it does not), and a process re-parented to it
+stays a zombie forever. While a run is in progress the harness therefore makes itself a child
+subreaper (`prctl(PR_SET_CHILD_SUBREAPER)`, Linux): orphans of the scenario are re-parented to the
+harness, which reaps them. It restores the previous setting when the run ends; during a run, an
+orphan from anywhere else in this process's tree would also come to us, and is reaped only if it is
+a member of the sandbox's session (other children are never waited for).
+
+Fds and threads are measured by the child itself at target start and end (after dropping the
+return value and one `gc.collect()`, as torch's tests do); zombies both there and afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import os
+import pickle
+import re
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+
+from faultinject import _child, _wire, processes
+
+__all__ = ["SandboxError", "SandboxReport", "kill_self", "run"]
+
+kill_self = _child.kill_self
+
+Outcome = Literal["returned", "raised", "deadline", "killed"]
+
+SHM_DIR = Path("/dev/shm")
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+# How often the harness samples the child's process tree while waiting (for shm attribution and
+# orphan detection); the wait itself wakes on the child's messages and exit, not on this.
+_SAMPLE_S = 0.05
+# Bounds for steps that should be instant; a breach is reported, never waited out.
+_REAP_S = 5.0
+_STDERR_MAX = 64 << 10
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not run (the child never started, a bad target)."""
+
+
+@dataclass
+class SandboxReport:
+    """What happened in one `run`, and what it left behind (all of it reaped since).
+
+    outcome: "returned" (the target returned, the child exited within the deadline), "raised"
+        (the target raised, `error` has the traceback; also a child that exited with no result),
+        "deadline" (the target, or the child's exit after it, outlived `deadline_s`; the child and
+        its session were SIGKILLed), "killed" (the child died by a signal, `killed_by_signal`,
+        e.g. `kill_self()`).
+    value: the target's return value (also with "deadline" if the target had returned).
+    leftover_pids: processes of the session still alive after the child ended and
+        `orphan_grace_s` passed (with "deadline": alive when the deadline passed); all SIGKILLed.
+    zombies: exited, unreaped processes: the child's own zombie descendants at target end, and
+        session members found as zombies afterwards (their parent never reaped them).
+    orphans: session members alive when the child ended whose parent was no longer in the
+        session (re-parented to init or to this harness).
+    orphan_exit_s: pid -> seconds from the child's death to that process's exit, for every
+        session member alive when the child ended (None: still alive after `orphan_grace_s`).
+    leaked_shm: /dev/shm entries created during the run, named with a pid of the sandbox's
+        process tree (torch's `torch_<pid>_...`), still there after reaping; removed afterwards
+        unless `run(..., remove_leaked_shm=False)`.
+    unattributed_shm: other new /dev/shm entries (no pid in the name: may be another test's).
+    leaked_fds, leaked_threads: opened / started by the target and still open / alive at its end.
+    exit_s: seconds from the target's end to the child's exit (interpreter shutdown).
+    """
+
+    outcome: Outcome
+    value: Any = None
+    error: str | None = None
+    elapsed_s: float = 0.0
+    leftover_pids: list[int] = field(default_factory=list)
+    zombies: list[int] = field(default_factory=list)
+    orphans: list[int] = field(default_factory=list)
+    leaked_shm: list[str] = field(default_factory=list)
+    leaked_fds: list[str] = field(default_factory=list)
+    leaked_threads: list[str] = field(default_factory=list)
+    killed_by_signal: int | None = None
+    orphan_exit_s: dict[int, float | None] = field(default_factory=dict)
+    exit_code: int | None = None
+    exit_s: float | None = None
+    pid: int = 0
+    seen_pids: list[int] = field(default_factory=list)
+    helpers: list[int] = field(default_factory=list)
+    unattributed_shm: list[str] = field(default_factory=list)
+    stderr: str = ""
+
+    @property
+    def clean(self) -> bool:
+        """Nothing left behind: no process, zombie, shm entry, fd or thread."""
+        return not (
+            self.leftover_pids
+            or self.zombies
+            or self.leaked_shm
+            or self.leaked_fds
+            or self.leaked_threads
+        )
+
+    def leftovers(self) -> str:
+        """One line naming what was left behind ("" when clean), for assertion messages."""
+        parts = [
+            f"{name}={value}"
+            for name, value in (
+                ("leftover_pids", self.leftover_pids),
+                ("zombies", self.zombies),
+                ("leaked_shm", self.leaked_shm),
+                ("leaked_fds", self.leaked_fds),
+                ("leaked_threads", self.leaked_threads),
+            )
+            if value
+        ]
+        return ", ".join(parts)
+
+
+# --------------------------------------------------------------------------- process helpers
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name, use_errno=True) if name else None
+
+
+@contextlib.contextmanager
+def _subreaper() -> Iterator[bool]:
+    """Be a child subreaper for the block (Linux); yields whether it is on."""
+    libc = _libc() if sys.platform.startswith("linux") else None
+    if libc is None:
+        yield False
+        return
+    was = ctypes.c_int(0)
+    libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0)
+    on = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        yield on
+    finally:
+        if on and not was.value:
+            libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def _default_hooks() -> None:
+    """Give a forked child the interpreter's default exception hooks: a harness such as pytest
+    replaces them to collect errors, and the child's must reach its stderr, as in a script."""
+    sys.excepthook = sys.__excepthook__
+    sys.unraisablehook = sys.__unraisablehook__
+    threading.excepthook = threading.__excepthook__
+
+
+def _session(sid: int) -> dict[int, psutil.Process]:
+    """Every process whose session id is `sid` (zombies included)."""
+    out = {}
+    for p in psutil.process_iter():
+        try:
+            if os.getsid(p.pid) == sid:
+                out[p.pid] = p
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return out
+
+
+def _reap_if_ours(pid: int) -> bool:
+    """waitpid(pid, WNOHANG): True if it was our child and is reaped now (False: not ours, or
+    still running)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
+
+
+def _wait_child(pid: int, pidfd: int, timeout_s: float) -> int | None:
+    """Reap our child `pid`, waiting at most `timeout_s` for it to exit; its status, or None."""
+    select.select([pidfd], [], [], timeout_s)
+    try:
+        done, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return status if done == pid else None
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _is_zombie(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _is_mp_helper(p: psutil.Process) -> bool:
+    # Classification only (never used to pick what to kill): multiprocessing's resource tracker
+    # and forkserver outlive a loader by design and exit when their parent's pipe closes.
+    try:
+        cmd = " ".join(p.cmdline())
+    except psutil.Error:
+        return False
+    return "resource_tracker" in cmd or "forkserver" in cmd
+
+
+def _shm_entries() -> set[str]:
+    try:
+        return set(os.listdir(SHM_DIR))
+    except OSError:
+        return set()
+
+
+_INT = re.compile(r"\d+")
+
+
+# --------------------------------------------------------------------------- the run
+
+
+class _Run:
+    """One sandbox run, harness side. Holds the pipes, the child and what was seen."""
+
+    def __init__(self, deadline_s: float, startup_s: float, orphan_grace_s: float) -> None:
+        self.deadline_s = deadline_s
+        self.startup_s = startup_s
+        self.orphan_grace_s = orphan_grace_s
+        self.reader = _wire.Reader()
+        self.seen: dict[int, psutil.Process] = {}
+        self.watch: dict[int, int] = {}  # pid -> pidfd, opened on kill_self
+        self.started_at: float | None = None
+        self.result: tuple | None = None
+        self.result_at: float | None = None
+        self.status: int | None = None
+        self.child_died_at: float | None = None
+
+    # ---- starting
+
+    def start(self, job: tuple, start: str) -> None:
+        self.msg_r, msg_w = os.pipe()
+        ack_r, self.ack_w = os.pipe()
+        # Closed in close(); the child (and its workers) write their stderr here.
+        self.stderr = tempfile.TemporaryFile(prefix="faultinject-stderr-")  # noqa: SIM115
+        if start == "fork":
+            pickled = pickle.dumps(job)  # fail here, in the harness, on a bad target
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child; it never returns
+                code = 70
+                try:
+                    # What the child inherited is the harness's to finalize: a loader iterator
+                    # left in a reference cycle there would, collected by the child's gc, run its
+                    # shutdown against the harness's workers (queues and events are shared).
+                    gc.freeze()
+                    os.setsid()
+                    os.close(self.msg_r)
+                    os.close(self.ack_w)
+                    os.dup2(self.stderr.fileno(), 2)
+                    # The harness's sys.stderr may not write to fd 2 (pytest's capture); the
+                    # child's Python-level writes (tracebacks of threads, warnings) must.
+                    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+                    _default_hooks()
+                    code = _child.run_job(msg_w, ack_r, pickle.loads(pickled))
+                finally:
+                    with contextlib.suppress(Exception):
+                        sys.stdout.flush()
+                        sys.stderr.flush()
+                    os._exit(code)
+            self.pid = pid
+        else:
+            cmd = [sys.executable, "-c", "from faultinject._child import spawn_main; spawn_main()"]
+            proc = subprocess.Popen(
+                [*cmd, str(msg_w), str(ack_r)],
+                pass_fds=(msg_w, ack_r),
+                start_new_session=True,
+                stderr=self.stderr,
+                close_fds=True,
+            )
+            self.pid = proc.pid
+            # Popen's object must not reap the child behind our back: we waitpid ourselves.
+            proc.returncode = 0
+            _wire.send(self.ack_w, (list(sys.path), pickle.dumps(job)))
+        os.close(msg_w)
+        os.close(ack_r)
+        os.set_blocking(self.msg_r, False)
+        self.pidfd = os.pidfd_open(self.pid)
+        self.t0 = time.monotonic()
+        with contextlib.suppress(psutil.Error):
+            self.seen[self.pid] = psutil.Process(self.pid)
+
+    # ---- waiting
+
+    def _sample(self) -> None:
+        for pid in processes.descendant_pids(self.pid):
+            if pid not in self.seen:
+                with contextlib.suppress(psutil.Error):
+                    self.seen[pid] = psutil.Process(pid)
+
+    def _handle(self, msg: tuple) -> None:
+        kind = msg[0]
+        if kind == "started":
+            self.started_at = time.monotonic()
+        elif kind == "kill_self":
+            for pid in msg[2]:
+                with contextlib.suppress(OSError):
+                    self.watch.setdefault(pid, os.pidfd_open(pid))
+                with contextlib.suppress(psutil.Error):
+                    self.seen.setdefault(pid, psutil.Process(pid))
+            with contextlib.suppress(OSError):
+                os.write(self.ack_w, b"k")
+        elif kind == "result":
+            self.result = msg
+            self.result_at = time.monotonic()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                data = os.read(self.msg_r, 1 << 16)
+            except BlockingIOError:
+                return
+            if not data:
+                return
+            for msg in self.reader.feed(data):
+                self._handle(msg)
+
+    def _deadline(self) -> float:
+        if self.started_at is None:
+            return self.t0 + self.startup_s
+        return self.started_at + self.deadline_s
+
+    def wait(self) -> bool:
+        """Wait for the child to exit; False if the deadline (or the startup bound) passed."""
+        while True:
+            left = self._deadline() - time.monotonic()
+            if left <= 0:
+                self._drain()
+                return False
+            ready, _, _ = select.select([self.msg_r, self.pidfd], [], [], min(left, _SAMPLE_S))
+            if self.msg_r in ready:
+                self._drain()
+            self._sample()
+            if self.pidfd in ready:
+                self.child_died_at = time.monotonic()
+                _, self.status = os.waitpid(self.pid, 0)
+                self._drain()
+                return True
+
+    # ---- cleaning up
+
+    def kill_all(self, pids: set[int]) -> None:
+        """SIGKILL `pids` and whatever else is in the session, until nothing is (bounded)."""
+        deadline = time.monotonic() + _REAP_S
+        while time.monotonic() < deadline:
+            members = {pid for pid, p in _session(self.pid).items() if _alive(p)}
+            targets = members | {pid for pid in pids if pid in self.seen and _alive(self.seen[pid])}
+            if not targets:
+                return
+            processes.kill(targets, signal.SIGKILL, action=None)
+            processes.wait_gone(targets, _REAP_S)
+            pids = targets
+            for pid in targets:
+                _reap_if_ours(pid)
+
+    def close(self) -> None:
+        for fd in (self.msg_r, self.ack_w, self.pidfd, *self.watch.values()):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.stderr.close()
+
+
+def _wait_exits(
+    watch: dict[int, int | None], t_ref: float, grace_s: float
+) -> dict[int, float | None]:
+    """Time each pid's exit relative to `t_ref`, for up to `grace_s`; reap those that are ours."""
+    exits: dict[int, float | None] = dict.fromkeys(watch)
+    deadline = time.monotonic() + grace_s
+    pending = dict(watch)
+    while pending:
+        for pid in list(pending):
+            if processes.is_gone(pid):
+                exits[pid] = max(0.0, time.monotonic() - t_ref)
+                pending.pop(pid)
+                _reap_if_ours(pid)
+        left = deadline - time.monotonic()
+        if not pending or left <= 0:
+            break
+        fds = [fd for fd in pending.values() if fd is not None]
+        timeout = left if len(fds) == len(pending) else min(left, 0.005)
+        select.select(fds, [], [], timeout)
+    return exits
+
+
+def run(
+    target: Callable[..., Any],
+    *args: Any,
+    deadline_s: float,
+    orphan_grace_s: float = 1.0,
+    start: Literal["fork", "spawn"] = "fork",
+    startup_s: float = 60.0,
+    remove_leaked_shm: bool = True,
+    **kwargs: Any,
+) -> SandboxReport:
+    """Run `target(*args, **kwargs)` in a sandbox child; see the module docstring.
+
+    Args:
+        target: a module-level callable (it is pickled by reference); its return value is
+            pickled back.
+        deadline_s: seconds the target (and the child's exit after it) may take, counted from the
+            moment the target is called.
+        orphan_grace_s: how long processes left when the child ended may take to exit on their
+            own before they count as leftovers (the run returns as soon as all have exited).
+        start: "fork" (fast; a copy of this process; the child ends with `os._exit`, so the
+            interpreter's exit is not exercised) or "spawn" (a fresh interpreter that imports the
+            target and exits normally, running atexit handlers like a user's script).
+        startup_s: bound on the child becoming ready (a spawn child imports torch).
+        remove_leaked_shm: unlink the /dev/shm entries reported in `leaked_shm`.
+        **kwargs: passed to `target` (so `target` cannot take the names above).
+
+    Raises:
+        SandboxError: the child did not start within `startup_s` (it is killed and reaped) or
+            the target cannot be pickled (nothing was started).
+    """
+    if start not in ("fork", "spawn"):
+        raise ValueError(f"start must be 'fork' or 'spawn', got {start!r}")
+    job = (target, args, kwargs)
+    try:
+        pickle.dumps(job)
+    except Exception as exc:
+        msg = f"sandbox.run: cannot pickle the target or its arguments: {exc!r}"
+        raise SandboxError(msg) from exc
+    shm_before = _shm_entries()
+    r = _Run(deadline_s, startup_s, orphan_grace_s)
+    with _subreaper():
+        r.start(job, start)
+        # Hold SIGCHLD in the harness until the sandbox's processes are reaped: a loader's
+        # handler installed here (torch's, by an earlier in-process loader) checks the pids it
+        # registered with waitid(WNOWAIT); were one of them reused by a sandbox process that
+        # died by a signal, it would raise "DataLoader worker ... killed by signal" in the
+        # harness. Reaped first, such a pid is gone by the time the handler looks. (After the
+        # fork: the child must not inherit the mask or the swapped handler.)
+        with processes.sigchld_deferred():
+            try:
+                return _finish(r, r.wait(), shm_before, remove_leaked_shm)
+            finally:
+                if r.status is None:  # interrupted (a test timeout, KeyboardInterrupt) or failed
+                    r.kill_all({r.pid})
+                    _wait_child(r.pid, r.pidfd, _REAP_S)
+                r.close()
+
+
+def _finish(r: _Run, exited: bool, shm_before: set[str], remove_shm: bool) -> SandboxReport:
+    report = SandboxReport(outcome="deadline", pid=r.pid)
+    if not exited and r.started_at is None:
+        r.kill_all({r.pid})
+        raise SandboxError(f"sandbox child {r.pid} did not start within {r.startup_s} s")
+    if r.result is not None:
+        _, t_end, payload, error, fds, threads, zombies, descendants = r.result
+        report.error = error
+        report.value = pickle.loads(payload) if payload is not None else None
+        report.leaked_fds, report.leaked_threads = fds, threads
+        report.zombies = list(zombies)
+        for pid in descendants:
+            with contextlib.suppress(psutil.Error):
+                r.seen.setdefault(pid, psutil.Process(pid))
+        report.elapsed_s = t_end - (r.started_at or r.t0)
+    if not exited:
+        # The deadline passed: everything alive in the session is a leftover; kill it all.
+        members = _session(r.pid)
+        alive = [pid for pid, proc in members.items() if pid != r.pid and _alive(proc)]
+        report.leftover_pids = sorted(alive)
+        r.kill_all(set(members) | {r.pid})
+        status = _wait_child(r.pid, r.pidfd, _REAP_S)
+        r.status = 0 if status is None else status
+        report.zombies = sorted(set(report.zombies) | set(_stray_zombies(r.pid)))
+        report.elapsed_s = time.monotonic() - (r.started_at or r.t0)
+        report.error = report.error or f"deadline of {r.deadline_s} s passed"
+    else:
+        _after_exit(r, report)
+    report.seen_pids = sorted(r.seen)
+    report.leaked_shm, report.unattributed_shm = _new_shm(shm_before, set(r.seen) | {r.pid})
+    if remove_shm:
+        for name in report.leaked_shm:
+            with contextlib.suppress(OSError):
+                (SHM_DIR / name).unlink()
+    r.stderr.seek(0)
+    report.stderr = r.stderr.read(_STDERR_MAX).decode(errors="replace")
+    return report
+
+
+def _after_exit(r: _Run, report: SandboxReport) -> None:
+    """The child exited: classify it, time and reap what it left."""
+    status = r.status or 0
+    if os.WIFSIGNALED(status):
+        report.outcome = "killed"
+        report.killed_by_signal = os.WTERMSIG(status)
+    else:
+        report.exit_code = os.WEXITSTATUS(status)
+        if r.result is None:
+            report.outcome = "raised"
+            report.error = f"the child exited with status {report.exit_code} and no result"
+        else:
+            report.outcome = "returned" if report.error is None else "raised"
+    if r.result_at is not None and r.child_died_at is not None:
+        report.exit_s = r.child_died_at - r.result_at
+    if r.started_at is not None and r.result is None:
+        report.elapsed_s = (r.child_died_at or time.monotonic()) - r.started_at
+    members = _session(r.pid)
+    for pid, p in members.items():
+        r.seen.setdefault(pid, p)
+    # Alive when the child ended: the session's members, and kill_self's list (those may have
+    # left the session with setsid, but they were the child's descendants).
+    alive = {pid: p for pid, p in members.items() if _alive(p)}
+    for pid in r.watch:
+        if pid in r.seen and _alive(r.seen[pid]):
+            alive[pid] = r.seen[pid]
+    report.orphans = sorted(pid for pid, p in alive.items() if _parent_outside(p, set(members)))
+    report.helpers = sorted(pid for pid, p in alive.items() if _is_mp_helper(p))
+    watch: dict[int, int | None] = {}
+    for pid in set(alive) | set(r.watch):
+        watch[pid] = r.watch.get(pid)
+        if watch[pid] is None:
+            with contextlib.suppress(OSError):
+                watch[pid] = r.watch[pid] = os.pidfd_open(pid)
+    report.orphan_exit_s = _wait_exits(watch, r.child_died_at or time.monotonic(), r.orphan_grace_s)
+    report.leftover_pids = sorted(pid for pid, t in report.orphan_exit_s.items() if t is None)
+    # Zombies whose parent is still alive (and is not this harness): a leftover that never reaps.
+    unreaped = [
+        pid for pid, p in _session(r.pid).items() if _is_zombie(p) and _parent_alive_elsewhere(p)
+    ]
+    r.kill_all(set(report.leftover_pids))
+    report.zombies = sorted(set(report.zombies) | set(unreaped) | set(_stray_zombies(r.pid)))
+
+
+def _parent_alive_elsewhere(p: psutil.Process) -> bool:
+    """True if `p`'s parent is a live process other than this harness."""
+    try:
+        ppid = p.ppid()
+        return ppid not in (0, 1, os.getpid()) and _alive(psutil.Process(ppid))
+    except psutil.Error:
+        return False
+
+
+def _stray_zombies(sid: int) -> list[int]:
+    """Reap the session's zombies that are ours (orphans re-parented to this subreaper); return
+    those that are not ours to reap (re-parented to an init that does not reap, for instance)."""
+    return [pid for pid, p in _session(sid).items() if _is_zombie(p) and not _reap_if_ours(pid)]
+
+
+def _parent_outside(p: psutil.Process, session: set[int]) -> bool:
+    try:
+        return p.ppid() not in session
+    except psutil.Error:
+        return False
+
+
+def _new_shm(before: set[str], pids: set[int]) -> tuple[list[str], list[str]]:
+    """New /dev/shm entries, split into those named with one of `pids` and the others."""
+    new = sorted(_shm_entries() - before)
+    mine = [n for n in new if any(int(m) in pids for m in _INT.findall(n))]
+    return mine, [n for n in new if n not in mine]

@@ -1,0 +1,327 @@
+"""Fault scenarios generated from the spec, replayed against a loader, and spec action coverage.
+
+Owns: the small models whose state graphs TLC dumps (``-dump dot,actionlabels``), choosing
+behaviours in them (for every spec action, the shortest behaviour that takes it; plus seeded
+random walks), turning each behaviour into a ``Schedule`` (which worker dies at which task,
+when the iterator is dropped or the loader's process killed, how many epochs run), replaying
+schedules through faultinject against the reference loader or any other loader class
+(``replay_scenarios``, which the conformance suite can call black-box), the expectations a
+correct loader meets on each replay (``violations``), and the coverage figure: the share of
+spec actions, fault actions included, that the runs' validated traces exercised.
+
+The translation from a spec behaviour to a schedule reads each step's parameters off the two
+states it joins (TLC labels steps with the action's name only). It is faithful where the
+loader's observable moves are concerned (the task a fault hits, the number of ``next()`` calls
+before a break or a kill, the epochs, the shards' lengths); interleavings inside the loader are
+the loader's, so which actions a replay really exercised is read off its trace, not assumed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
+from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
+from loaderspec.tracecompile import BASE_SPEC, spec_dir
+from loaderspec.traces import Run
+from loaderspec.vocabulary import Action
+
+_OFF = {
+    "InOrder": "TRUE",
+    "Iterable": "FALSE",
+    "Persistent": "FALSE",
+    "NumEpochs": "1",
+    "PinMemory": "FALSE",
+    "WithKillWorker": "FALSE",
+    "WithKillParent": "FALSE",
+    "WithHang": "FALSE",
+    "WithFetchError": "FALSE",
+    "WithTimeout": "FALSE",
+}
+# The models (small enough that TLC dumps each graph in seconds); together they reach every
+# action. Faults are switched on only where they are needed.
+MODELS: dict[str, dict[str, str]] = {
+    "faults": {
+        **_OFF,
+        "NumWorkers": "2",
+        "NumTasks": "1",
+        "PrefetchFactor": "1",
+        "WithKillWorker": "TRUE",
+        "WithKillParent": "TRUE",
+        "WithHang": "TRUE",
+        "WithFetchError": "TRUE",
+        "WithTimeout": "TRUE",
+    },
+    "pin": {**_OFF, "NumWorkers": "1", "NumTasks": "1", "PrefetchFactor": "1", "PinMemory": "TRUE"},
+    "iterable": {
+        **_OFF,
+        "NumWorkers": "2",
+        "NumTasks": "2",
+        "PrefetchFactor": "1",
+        "Iterable": "TRUE",
+    },
+    "persistent": {
+        **_OFF,
+        "NumWorkers": "1",
+        "NumTasks": "1",
+        "PrefetchFactor": "1",
+        "Persistent": "TRUE",
+        "NumEpochs": "2",
+    },
+}
+ALL_ACTIONS: frozenset[str] = frozenset(a.value for a in Action)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A behaviour of a model and the schedule that replays it."""
+
+    model: str
+    actions: tuple[str, ...]  # the behaviour's steps, by action name
+    schedule: Schedule
+
+
+@cache
+def graph(model: str) -> Graph:
+    """The state graph of one of ``MODELS`` (dumped once per process)."""
+    return dump_graph(spec_dir() / f"{BASE_SPEC}.tla", MODELS[model])
+
+
+def _moved(before: dict[str, Any], after: dict[str, Any], var: str) -> list[Any]:
+    """The keys of the function ``var`` whose value changed in a step."""
+    old, new = before[var], after[var]
+    return [k for k in new if old.get(k) != new[k]] if isinstance(new, dict) else []
+
+
+def _head_task(state: dict[str, Any], worker: Any) -> int | None:
+    queue = state["index_queues"][worker]
+    return queue[0]["idx"] if queue and queue[0]["kind"] == "task" else None
+
+
+def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
+    """The schedule that replays a behaviour of ``model`` (see the module docstring)."""
+    g, consts = graph(model), MODELS[model]
+    num_tasks = int(consts["NumTasks"])
+    num_workers = int(consts["NumWorkers"])
+    faults: list[Any] = []
+    epochs, nexts = 1, 0
+    drop_at = kill_parent_at = None
+    timeout = 0.0
+    fetched = [0] * num_workers
+    shards: list[int | None] = [None] * num_workers
+    for step in path:
+        before, after = g.state(step.source), g.state(step.target)
+        action = step.action
+        if action in ("MainProcessData", "MainDetectWorkerFailure", "MainTimeout"):
+            nexts += 1  # one next() returned a batch, or raised
+        elif action == "MainResumeIteration":
+            epochs, nexts = epochs + 1, 0
+        elif action == "MainDropIterator" and drop_at is None and before["iter_state"] == "running":
+            drop_at = (epochs - 1, nexts)
+        elif action == "FaultKillParent" and kill_parent_at is None:
+            kill_parent_at = (epochs - 1, nexts)
+        elif action == "WorkerFetch":
+            (w,) = _moved(before, after, "worker_state")
+            if after["worker_msg"][w]["kind"] == "exhausted" and shards[w] is None:
+                shards[w] = fetched[w]
+            fetched[w] += 1
+        elif action in ("FaultKillWorker", "FaultHangWorker", "FaultFetchError"):
+            (w,) = _moved(before, after, "worker_state")
+            faults.append(_fault(action, before, w))
+            if action == "FaultHangWorker":
+                timeout = TIMEOUT_S  # a hang must not stall the replay
+        if action == "MainTimeout":
+            timeout = TIMEOUT_S
+            if not any(type(f).__name__ == "Hang" for f in faults):
+                faults.append(_slow(before["rcvd_idx"]))
+    iterable = consts["Iterable"] == "TRUE"
+    return Schedule(
+        name=name,
+        num_workers=num_workers,
+        num_items=num_tasks,
+        shard_lengths=tuple(n if n is not None else num_tasks for n in shards)
+        if iterable
+        else None,
+        prefetch_factor=int(consts["PrefetchFactor"]),
+        in_order=consts["InOrder"] == "TRUE",
+        persistent_workers=consts["Persistent"] == "TRUE",
+        pin_memory=consts["PinMemory"] == "TRUE",
+        epochs=epochs,
+        timeout=timeout,
+        faults=tuple(faults),
+        drop_at=drop_at,
+        kill_parent_at=kill_parent_at,
+        # The loader's own thread decides how workers learn of its death (reference/worker.py:
+        # PDEATHSIG follows the forking thread); from another thread, the watchdog's exit is
+        # logged (WorkerWatchdogExit), where the kernel's SIGKILL cannot be.
+        in_thread=kill_parent_at is not None,
+        note=f"{model}: " + " ".join(s.action for s in path),
+    )
+
+
+def _fault(action: str, before: dict[str, Any], worker: Any) -> Any:
+    """The faultinject fault for a fault step of ``worker``: at the task it takes next, or (an
+    idle worker with nothing queued, or one busy putting) at the task it holds / got first."""
+    from faultinject.faults import Die, Hang, Raise
+
+    task = _head_task(before, worker)
+    point = "before_fetch"
+    if task is None and before["worker_state"][worker] == "busy":
+        task, point = before["worker_msg"][worker]["idx"], "after_fetch"
+    if task is None or task < 0:
+        task = 0
+    if action == "FaultKillWorker":
+        return Die(at=task, point=point, once=True)
+    if action == "FaultHangWorker":
+        return Hang(at=task, seconds=HANG_S, once=True)
+    return Raise(at=task)
+
+
+def _slow(task: int) -> Any:
+    """A fetch that outlasts the timeout (a timeout without a hang)."""
+    from faultinject.faults import Sleep
+
+    return Sleep(at=max(0, task), seconds=TIMEOUT_S * 1.5, once=True)
+
+
+def covering_scenarios(actions: Iterable[str] = sorted(ALL_ACTIONS)) -> list[Scenario]:
+    """For every action, the shortest behaviour (of the first model that has one) taking it;
+    behaviours whose schedules coincide are replayed once."""
+    out: list[Scenario] = []
+    seen: set[Schedule] = set()
+    for action in actions:
+        for model in MODELS:
+            path = shortest_path_taking(graph(model), action)
+            if path is None:
+                continue
+            schedule = schedule_of(model, path, f"spec/{model}/{action}")
+            key = replace(schedule, name="", note="")
+            if key not in seen:
+                seen.add(key)
+                out.append(Scenario(model, tuple(s.action for s in path), schedule))
+            break
+    return out
+
+
+def random_scenarios(seed: int, count: int) -> list[Scenario]:
+    """``count`` seeded random behaviours, round robin over the models."""
+    rng = random.Random(seed)
+    out = []
+    models = list(MODELS)
+    for i in range(count):
+        model = models[i % len(models)]
+        path = random_walk(graph(model), rng)
+        name = f"spec/{model}/walk{seed}-{i}"
+        out.append(Scenario(model, tuple(s.action for s in path), schedule_of(model, path, name)))
+    return out
+
+
+def replay_scenarios(
+    scenarios: Sequence[Scenario],
+    loader: str | type = REFERENCE,
+    *,
+    trace_root: Path | None = None,
+    deadline_s: float = 60.0,
+) -> list[Replay]:
+    """Replay each scenario against a loader class (or "pkg.mod:Class"), black-box; with
+    ``trace_root`` each run traces into its own folder below it (the reference loader)."""
+    replays = []
+    for i, scenario in enumerate(scenarios):
+        trace_dir = None if trace_root is None else trace_root / f"scenario{i:03d}"
+        replays.append(play(scenario.schedule, loader, trace_dir=trace_dir, deadline_s=deadline_s))
+    return replays
+
+
+def violations(replay: Replay) -> list[str]:
+    """What a correct loader must show on this replay and did not (empty: all good).
+
+    Checked black-box, from what the user saw and what the sandbox found: the run ends
+    (IterationTerminates), leaves nothing behind (ShutdownCompletes), workers outlive a killed
+    parent by a bounded time (NoOrphanWorkers), a worker death is raised (WorkerDeathRaises),
+    and an epoch that ran to StopIteration handed out every item once (ExactlyOnce), in order
+    where asked (InOrderDelivery), with injected errors raised in their place.
+    """
+    s = replay.schedule
+    out: list[str] = []
+    if replay.outcome == "deadline":
+        out.append(f"IterationTerminates: still running after the deadline ({replay.error})")
+    if replay.outcome == "raised":
+        out.append(f"the harness itself raised: {replay.error}")
+    if not replay.clean:
+        out.append(f"ShutdownCompletes: left behind {replay.leftovers}")
+    if s.kill_parent_at is not None:
+        stuck = [pid for pid, t in replay.orphan_exit_s.items() if t is None]
+        if stuck:
+            out.append(f"NoOrphanWorkers: workers {stuck} outlived the killed loader")
+        return out
+    dies = [f for f in s.faults if type(f).__name__ == "Die"]
+    for e, epoch in enumerate(replay.epochs):
+        if epoch.end == "stop" and not s.iterable:
+            got = [
+                x for batch in epoch.items for x in (batch if isinstance(batch, list) else [batch])
+            ]
+            raised = [m for m in epoch.errors if "InjectedError" in m]
+            expected = s.num_items - len(raised) * s.batch_size
+            if len(got) != len(set(got)) or len(got) < expected:
+                out.append(f"ExactlyOnce: epoch {e} handed out {got}")
+            if s.in_order and got != sorted(got):
+                out.append(f"InOrderDelivery: epoch {e} handed out {got}")
+    if dies and s.drop_at is None and not any(ep.end == "fatal" for ep in replay.epochs):
+        out.append("WorkerDeathRaises: a worker was killed and no next() raised")
+    return out
+
+
+def coverage(runs: Iterable[Run]) -> tuple[frozenset[str], float]:
+    """The spec actions that the (validated) runs' records exercised, and their share."""
+    seen = frozenset(r.action for run in runs for r in run.records) & ALL_ACTIONS
+    return seen, len(seen) / len(ALL_ACTIONS)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m loaderspec.scenarios [--loader pkg.mod:Class] [--random SEED COUNT]``: replay
+    the spec's scenarios against a loader, black-box, and print what each one broke. Exit 0 iff
+    nothing was broken. Against the reference loader the traces are validated too, and the spec
+    action coverage is printed."""
+    import argparse
+    import tempfile
+
+    from loaderspec import tracecheck
+
+    parser = argparse.ArgumentParser(prog="python -m loaderspec.scenarios")
+    parser.add_argument("--loader", default=REFERENCE, help=f"default {REFERENCE}")
+    parser.add_argument("--random", nargs=2, type=int, metavar=("SEED", "COUNT"))
+    args = parser.parse_args(argv)
+    found = covering_scenarios()
+    if args.random:
+        found += random_scenarios(*args.random)
+    failed: set[str] = set()
+    traced = args.loader == REFERENCE
+    with tempfile.TemporaryDirectory(prefix="loaderspec-scenarios-") as tmp:
+        replays = replay_scenarios(found, args.loader, trace_root=Path(tmp) if traced else None)
+        for replay in replays:
+            problems = violations(replay)
+            if problems:
+                failed.add(replay.schedule.name)
+            print(f"{'FAIL' if problems else 'ok  '} {replay.schedule.name} ({replay.outcome})")
+            for problem in problems:
+                print(f"       {problem}")
+        if traced:
+            runs = tracecheck.runs_of([r.trace_dir for r in replays if r.trace_dir is not None])
+            verdicts = tracecheck.check_runs(runs)
+            for verdict in verdicts:
+                if not verdict.ok:
+                    failed.add(verdict.run.name)
+                    print(verdict.explain())
+            seen, share = coverage(v.run for v in verdicts if v.ok)
+            print(f"spec action coverage: {len(seen)}/{len(ALL_ACTIONS)} ({share:.0%})")
+    print(f"{len(found)} scenarios against {args.loader}: {len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

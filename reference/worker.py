@@ -1,0 +1,235 @@
+"""The worker process: torch's ``_worker_loop`` over pipes, plus a parent-death guarantee.
+
+Owns what runs inside a worker: seeding (torch's, bit for bit), ``get_worker_info()`` (torch's own
+``_worker_info``), ``worker_init_fn``, the fetch loop and exiting when the loader's process dies.
+Knows the message format of ``reference/shell.py`` and nothing of the main process's protocol
+state. Spec actions taken here: WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex,
+WorkerExit, WorkerWatchdogExit.
+
+Parent death (``NoOrphanWorkers``): torch checks ``os.getppid()`` only between tasks, so a worker
+busy in ``__getitem__`` or blocked on a full queue outlives its parent. Here, on Linux,
+``prctl(PR_SET_PDEATHSIG, SIGKILL)`` makes the kernel kill the worker whatever it is doing. That
+signal follows the *thread* that forked us and, under forkserver, the fork server rather than the
+loader; in those cases (and off Linux) a watchdog thread waits on a pidfd of the loader's process
+(or polls it) and ends the worker with ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import random
+import select
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+from torch._utils import ExceptionWrapper
+from torch.utils.data._utils import HAS_NUMPY, signal_handling
+from torch.utils.data._utils import worker as torch_worker
+
+from reference import tracing, wire
+from reference.core import Kind
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_WATCHDOG_POLL_S = 0.05  # only where no pidfd exists: well inside the 0.5 s orphan budget
+
+RESUME = "resume"  # index-queue message: a new epoch begins (torch's _ResumeIteration)
+
+
+# Who this process is, for the watchdog's record (set by worker_loop; the epoch as it advances).
+_me: dict[str, int | None] = {"worker": None, "epoch": 0}
+
+
+def _exit_orphaned() -> None:
+    if tracing.ENABLED:
+        tracing.emit("WorkerWatchdogExit", "Worker", epoch=_me["epoch"], worker=_me["worker"])
+    os._exit(1)
+
+
+def _watch_parent(parent_pid: int) -> None:
+    """Block until ``parent_pid`` is gone, then end this process (runs in a daemon thread)."""
+    try:
+        fd = os.pidfd_open(parent_pid)  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        select.select([fd], [], [])  # readable once the process has exited
+        _exit_orphaned()
+    while True:
+        try:
+            os.kill(parent_pid, 0)
+        except ProcessLookupError:
+            _exit_orphaned()
+        except PermissionError:
+            pass  # exists (pid reused by someone else is indistinguishable; accepted)
+        threading.Event().wait(_WATCHDOG_POLL_S)
+
+
+def arm_parent_death(parent_pid: int, use_pdeathsig: bool) -> None:
+    """Make sure this process ends within a few ms of ``parent_pid``'s death."""
+    if use_pdeathsig and sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            # The parent may have died between fork and prctl: then nobody will signal us.
+            if os.getppid() != parent_pid:
+                _exit_orphaned()
+            return
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _seed(base_seed: int, worker_id: int) -> int:
+    """torch's worker seeding, bit for bit (``_worker_loop``)."""
+    seed = base_seed + worker_id
+    random.seed(seed)
+    torch.manual_seed(seed)
+    if HAS_NUMPY:
+        import numpy as np
+
+        np.random.seed(torch_worker._generate_state(base_seed, worker_id))
+    return seed
+
+
+def _send(conn: Connection, idx: int, kind: Kind, data: Any, worker_id: int) -> None:
+    """WorkerPut: one result message. An unpicklable result is sent as its error instead."""
+    try:
+        wire.send(conn, (idx, kind.value, data))
+    except (TypeError, AttributeError, pickle.PicklingError):
+        # Nothing was written (wire.send checks before writing): send the error in its place,
+        # so the main process raises it in turn instead of waiting for a batch that never comes.
+        err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+        try:
+            wire.send(conn, (idx, Kind.ERROR.value, err))
+        except (TypeError, AttributeError, pickle.PicklingError):
+            # Even the error's type cannot be pickled (a local class): keep its text only.
+            err.exc_type = RuntimeError
+            wire.send(conn, (idx, Kind.ERROR.value, err))
+
+
+def _look_at_done(done_event: Any, trace_order: Any) -> tuple[int | None, bool]:
+    """The time the index was taken (when tracing) and whether workers_done_event is set.
+    Traced, both under the shell's ``trace_order`` lock, so that the timestamp and the look are
+    ordered with the main process's MainSetWorkersDone record and set (shell._set_workers_done)."""
+    if not tracing.ENABLED:
+        return None, done_event.is_set()
+    held = trace_order is not None and trace_order.acquire(timeout=tracing.ORDER_WAIT_S)
+    try:
+        return time.monotonic_ns(), done_event.is_set()
+    finally:
+        if held:
+            trace_order.release()
+
+
+def worker_loop(
+    dataset_kind: int,
+    dataset: Any,
+    index_conn: Connection,
+    result_conn: Connection,
+    done_event: Any,
+    auto_collation: bool,
+    collate_fn: Any,
+    drop_last: bool,
+    base_seed: int,
+    init_fn: Any,
+    worker_id: int,
+    num_workers: int,
+    parent_pid: int,
+    use_pdeathsig: bool,
+    trace_order: Any = None,
+) -> None:
+    """The worker's life: seed, init, then fetch tasks until the None sentinel."""
+    _me["worker"] = worker_id
+    tracing.configure_from_env()  # before the watchdog may need it
+    arm_parent_death(parent_pid, use_pdeathsig)
+    try:
+        signal_handling._set_worker_signal_handlers()
+        torch.multiprocessing._set_thread_name("pt_data_worker")
+        torch.set_num_threads(1)
+        seed = _seed(base_seed, worker_id)
+        torch_worker._worker_info = torch_worker.WorkerInfo(
+            id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset
+        )
+        from torch.utils.data import _DatasetKind
+
+        # As torch: an error in worker_init_fn or the fetcher's creation is the result of the
+        # worker's first task (in its turn), not a crash.
+        init_exception: ExceptionWrapper | None = None
+        fetcher = None
+        try:
+            if init_fn is not None:
+                init_fn(worker_id)
+            fetcher = _DatasetKind.create_fetcher(
+                dataset_kind, dataset, auto_collation, collate_fn, drop_last
+            )
+        except Exception:
+            init_exception = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+
+        epoch = 0
+        iteration_end = False
+        while True:
+            try:
+                r = wire.recv(index_conn)
+            except (EOFError, OSError):
+                break  # the loader closed our queue: nothing more will come
+            if r == RESUME:
+                epoch += 1
+                _me["epoch"] = epoch
+                iteration_end = False
+                if tracing.ENABLED:
+                    tracing.emit("WorkerAckResume", "Worker", epoch=epoch, worker=worker_id)
+                wire.send(result_conn, (-1, Kind.RESUME.value, None))
+                fetcher = _DatasetKind.create_fetcher(
+                    dataset_kind, dataset, auto_collation, collate_fn, drop_last
+                )
+                continue
+            if r is None:
+                if tracing.ENABLED:
+                    tracing.emit("WorkerExit", "Worker", epoch=epoch, worker=worker_id)
+                break
+            # WorkerFetch happens now, when the index is taken (the spec takes it and fetches in
+            # one step, enabled only before workers_done_event); it is logged after the fetch,
+            # which decides its kind (docs/contracts.md).
+            idx, index = r
+            t_fetch, done = _look_at_done(done_event, trace_order)
+            if done or iteration_end:
+                if tracing.ENABLED:
+                    tracing.emit(
+                        "WorkerSkipIndex", "Worker", epoch=epoch, worker=worker_id, task=idx
+                    )
+                continue
+            kind = Kind.DATA
+            if init_exception is not None:
+                data: Any = init_exception
+                kind, init_exception = Kind.ERROR, None
+            else:
+                try:
+                    data = fetcher.fetch(index)  # type: ignore[union-attr]
+                except StopIteration:
+                    if dataset_kind != _DatasetKind.Iterable:
+                        data, kind = (
+                            ExceptionWrapper(where=f"in DataLoader worker process {worker_id}"),
+                            Kind.ERROR,
+                        )
+                    else:
+                        data, kind, iteration_end = None, Kind.EXHAUSTED, True
+                except Exception:
+                    data = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+                    kind = Kind.ERROR
+            if tracing.ENABLED:
+                fields = {"epoch": epoch, "worker": worker_id, "task": idx, "kind": kind.value}
+                tracing.emit("WorkerFetch", "Worker", t=t_fetch, **fields)
+                tracing.emit("WorkerPut", "Worker", **fields)  # a put is logged before it happens
+            _send(result_conn, idx, kind, data, worker_id)
+            del data, r, index
+    except KeyboardInterrupt:
+        pass  # the main process handles ^C; a worker ends quietly
+    finally:
+        with contextlib.suppress(OSError):
+            result_conn.close()
+            index_conn.close()

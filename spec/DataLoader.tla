@@ -1,0 +1,817 @@
+----------------------------- MODULE DataLoader -----------------------------
+(***************************************************************************)
+(* The multi-process DataLoader protocol of PyTorch (torch 2.13,          *)
+(* torch/utils/data/dataloader.py, _utils/worker.py, _utils/pin_memory.py) *)
+(* as a correct loader must run it: prefetch, reorder buffer, IterableDataset *)
+(* exhaustion, persistent workers across epochs, the pin-memory thread,    *)
+(* and the shutdown order of the NOTE "Data Loader Multiprocessing         *)
+(* Shutdown Logic", with faults as nondeterministic actions.               *)
+(*                                                                         *)
+(* Actions (one per loaderspec.vocabulary.Action, named exactly):          *)
+(*   main process                                                          *)
+(*     MainTryPutIndex              send task send_idx to the next worker  *)
+(*     MainGetData                  take one message off the data queue    *)
+(*     MainProcessData(i)           hand out task i (reraise an error)     *)
+(*     MainSkipExhausted            step rcvd_idx over an empty slot       *)
+(*     MainMarkWorkerUnavailable(w) retire w after its exhaustion message  *)
+(*     MainStopIteration            raise StopIteration                    *)
+(*     MainDetectWorkerFailure(w)   w died: raise RuntimeError, fail-stop  *)
+(*     MainTimeout                  `timeout` expired: raise, fail-stop    *)
+(*     MainResumeIteration          persistent: new epoch, resume to each  *)
+(*     MainDrainResume              read acks, dropping old-epoch results  *)
+(*     MainDropIterator             the user breaks off / drops the loader *)
+(*     MainSetPinDone               pin done event (+ wake-up put)         *)
+(*     MainJoinPinThread            the pin thread is gone: join returns   *)
+(*     MainSetWorkersDone           workers_done_event.set()               *)
+(*     MainPutSentinel(w)           None into w's index queue              *)
+(*     MainJoinWorker(w)            w has exited: join returns             *)
+(*     MainTerminateWorker(w)       bounded join timed out: terminate w    *)
+(*   workers                                                               *)
+(*     WorkerFetch(w)               get (idx, index), fetch: data|exhausted*)
+(*     WorkerPut(w)                 put (idx, data) on w's result channel  *)
+(*     WorkerAckResume(w)           _ResumeIteration: ack, reset the fetcher*)
+(*     WorkerSkipIndex(w)           done event or iteration_end: drop index*)
+(*     WorkerExit(w)                got None: exit cleanly                 *)
+(*     WorkerWatchdogExit(w)        the parent is gone: exit, from any state*)
+(*   pin-memory thread                                                     *)
+(*     PinGetResult                 take a result off a worker's channel   *)
+(*     PinPutData                   put it on the data queue               *)
+(*     PinExit                      the pin done event is set: thread ends *)
+(*   faults (each switched by a constant)                                  *)
+(*     FaultKillWorker(w)           SIGKILL of w, at any point             *)
+(*     FaultKillParent              SIGKILL of the loader's process        *)
+(*     FaultHangWorker(w)           w takes its next task and never returns*)
+(*     FaultFetchError(w)           w's fetch raises: an ExceptionWrapper  *)
+(* Plus Terminated, the stuttering step of a run that has ended, so that  *)
+(* TLC's deadlock check is exactly NoDeadlock.                             *)
+(*                                                                         *)
+(* Broken variants (spec/broken/) replace the "hook" definitions marked   *)
+(* HOOK below through `CONSTANT Hook <- BrokenHook` in their .cfg; the     *)
+(* hooks are the decisions a loader can get wrong.                         *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets, TLC
+
+CONSTANTS
+    NumWorkers,     \* num_workers (> 0: this is the multi-process iterator)
+    NumTasks,       \* B: the sampler's length (an IterableDataset's sampler is cut at B)
+    PrefetchFactor, \* prefetch_factor: at most PrefetchFactor * NumWorkers tasks outstanding
+    InOrder,        \* in_order: hand batches out in sampler order (reorder buffer)
+    Iterable,       \* an IterableDataset: a worker's fetch may end its shard (exhaustion)
+    Persistent,     \* persistent_workers: workers survive the epoch, _ResumeIteration restarts
+    NumEpochs,      \* epochs the user may start with persistent workers (1 otherwise)
+    PinMemory,      \* pin_memory: a pin thread between worker_result_queue and data_queue
+    WithKillWorker, \* fault: a worker may be SIGKILLed at any point
+    WithKillParent, \* fault: the loader's process may be SIGKILLed
+    WithHang,       \* fault: a worker's fetch may never return
+    WithFetchError, \* fault: a fetch may raise (delivered as an error in its turn)
+    WithTimeout     \* timeout > 0: waiting for data may time out
+
+ASSUME /\ NumWorkers \in Nat \ {0}
+       /\ NumTasks \in Nat
+       /\ PrefetchFactor \in Nat \ {0}
+       /\ NumEpochs \in Nat \ {0}
+       /\ Persistent \/ NumEpochs = 1
+       /\ \A flag \in {InOrder, Iterable, Persistent, PinMemory, WithKillWorker,
+                       WithKillParent, WithHang, WithFetchError, WithTimeout} : flag \in BOOLEAN
+
+Workers == 0 .. NumWorkers - 1
+MaxTasks == PrefetchFactor * NumWorkers   \* torch: max_tasks in _try_put_index
+NoIdx == -1
+Epochs == 0 .. NumEpochs - 1
+
+(* Messages. Every message carries the epoch it was sent in: a ghost tag  *)
+(* for NoStaleEpochDelivery (torch's messages do not carry it).            *)
+IndexMsg == [kind : {"task", "resume", "sentinel"}, idx : {NoIdx} \cup (0 .. NumTasks - 1),
+             epoch : Epochs]
+ResultKinds == {"data", "error", "exhausted", "resume"}
+ResultMsg == [kind : ResultKinds, idx : {NoIdx} \cup (0 .. NumTasks - 1),
+              worker : Workers, epoch : Epochs]
+NoMsg == [kind |-> "none", idx |-> NoIdx, worker |-> 0, epoch |-> 0]
+
+VARIABLES
+    \* --- the main process (torch's _MultiProcessingDataLoaderIter fields) ---
+    send_idx,          \* index of the next task to send
+    rcvd_idx,          \* index of the next task to hand out (in order)
+    task_info,         \* task idx -> [worker, data]: data = NoMsg while outstanding
+    tasks_outstanding, \* tasks sent and not yet received
+    workers_status,    \* worker -> still active in this epoch (not exhausted)
+    workers_num_tasks, \* worker -> tasks sent to it and not yet handed out
+    worker_queue_idx,  \* the round-robin cursor (_worker_queue_idx_cycle)
+    epoch,             \* epochs started by this iterator, minus one
+    shutdown,          \* _shutdown: _shutdown_workers has started
+    iter_state,        \* "running" | "resuming" | "stopped" | "failed" | "dropped"
+    resume_iteration_cnt, \* resume acks still awaited by _reset
+    sentinel_sent,     \* worker -> None was put into its index queue
+    failure_reported,  \* a worker death was raised to the user
+    parent_alive,      \* the loader's process lives
+    \* --- queues and events ---
+    index_queues,      \* worker -> FIFO of IndexMsg
+    worker_result_queue, \* worker -> FIFO of ResultMsg (no order across workers)
+    data_queue,        \* the pin thread's output FIFO (unused without pin memory)
+    workers_done_event,
+    pin_memory_thread_done_event,
+    \* --- workers and pin thread ---
+    worker_state,      \* "idle" | "busy" | "hung" | "exited" | "killed" | "joined"
+    worker_msg,        \* worker -> the result it fetched and will put (busy)
+    iteration_end,     \* worker -> its shard is exhausted (torch's iteration_end)
+    pin_state,         \* "none" | "running" | "holding" | "exited" | "joined"
+    pin_msg,           \* the result the pin thread holds
+    \* --- history, for the properties only ---
+    delivered,         \* this epoch's hand-outs: [idx, epoch, live, after_failure]
+    assigned,          \* this epoch: task idx -> the worker it was sent to
+    exhausted_at       \* this epoch: worker -> idx of its exhausted fetch, or NoIdx
+
+main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+               workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
+               resume_iteration_cnt, sentinel_sent, failure_reported, parent_alive>>
+queue_vars == <<index_queues, worker_result_queue, data_queue, workers_done_event,
+                pin_memory_thread_done_event>>
+actor_vars == <<worker_state, worker_msg, iteration_end, pin_state, pin_msg>>
+history_vars == <<delivered, assigned, exhausted_at>>
+vars == <<main_vars, queue_vars, actor_vars, history_vars>>
+
+DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, live : BOOLEAN,
+                after_failure : BOOLEAN]
+TaskRec == [worker : Workers, data : ResultMsg \cup {NoMsg}]
+
+TypeOK ==
+    /\ send_idx \in 0 .. NumTasks
+    /\ rcvd_idx \in 0 .. send_idx
+    /\ DOMAIN task_info \subseteq rcvd_idx .. send_idx - 1
+    /\ \A i \in DOMAIN task_info : task_info[i] \in TaskRec
+    /\ tasks_outstanding \in 0 .. NumTasks
+    /\ workers_status \in [Workers -> BOOLEAN]
+    /\ workers_num_tasks \in [Workers -> 0 .. NumTasks]
+    /\ worker_queue_idx \in Workers
+    /\ epoch \in Epochs
+    /\ shutdown \in BOOLEAN
+    /\ iter_state \in {"running", "resuming", "stopped", "failed", "dropped"}
+    /\ resume_iteration_cnt \in 0 .. NumWorkers
+    /\ sentinel_sent \in [Workers -> BOOLEAN]
+    /\ failure_reported \in BOOLEAN
+    /\ parent_alive \in BOOLEAN
+    /\ index_queues \in [Workers -> Seq(IndexMsg)]
+    /\ worker_result_queue \in [Workers -> Seq(ResultMsg)]
+    /\ data_queue \in Seq(ResultMsg)
+    /\ workers_done_event \in BOOLEAN
+    /\ pin_memory_thread_done_event \in BOOLEAN
+    /\ worker_state \in [Workers -> {"idle", "busy", "hung", "exited", "killed", "joined"}]
+    /\ worker_msg \in [Workers -> ResultMsg \cup {NoMsg}]
+    /\ iteration_end \in [Workers -> BOOLEAN]
+    /\ pin_state \in {"none", "running", "holding", "exited", "joined"}
+    /\ pin_msg \in ResultMsg \cup {NoMsg}
+    /\ delivered \in Seq(DeliveryRec)
+    /\ DOMAIN assigned = 0 .. send_idx - 1
+    /\ \A i \in DOMAIN assigned : assigned[i] \in Workers
+    /\ exhausted_at \in [Workers -> {NoIdx} \cup (0 .. NumTasks - 1)]
+
+Init ==
+    /\ send_idx = 0
+    /\ rcvd_idx = 0
+    /\ task_info = << >>
+    /\ tasks_outstanding = 0
+    /\ workers_status = [w \in Workers |-> TRUE]
+    /\ workers_num_tasks = [w \in Workers |-> 0]
+    /\ worker_queue_idx = 0
+    /\ epoch = 0
+    /\ shutdown = FALSE
+    /\ iter_state = "running"
+    /\ resume_iteration_cnt = 0
+    /\ sentinel_sent = [w \in Workers |-> FALSE]
+    /\ failure_reported = FALSE
+    /\ parent_alive = TRUE
+    /\ index_queues = [w \in Workers |-> << >>]
+    /\ worker_result_queue = [w \in Workers |-> << >>]
+    /\ data_queue = << >>
+    /\ workers_done_event = FALSE
+    /\ pin_memory_thread_done_event = FALSE
+    /\ worker_state = [w \in Workers |-> "idle"]
+    /\ worker_msg = [w \in Workers |-> NoMsg]
+    /\ iteration_end = [w \in Workers |-> FALSE]
+    /\ pin_state = IF PinMemory THEN "running" ELSE "none"
+    /\ pin_msg = NoMsg
+    /\ delivered = << >>
+    /\ assigned = << >>
+    /\ exhausted_at = [w \in Workers |-> NoIdx]
+
+-----------------------------------------------------------------------------
+(* Helpers *)
+
+\* task_info without entry i (torch: del / pop).
+Drop(f, i) == [j \in DOMAIN f \ {i} |-> f[j]]
+Gone(s) == s \in {"exited", "killed", "joined"}
+Alive(w) == worker_state[w] \in {"idle", "busy", "hung"}
+Buffered(i) == i \in DOMAIN task_info /\ task_info[i].data # NoMsg
+ActiveCount == Cardinality({w \in Workers : workers_status[w]})
+\* The main process is inside next() and iterating (not shut down, not dead).
+Iterating == parent_alive /\ iter_state = "running" /\ ~shutdown
+
+\* Where the main process reads results: the pin thread's data queue, or (without pin memory)
+\* any worker's result channel: neither torch's mp.Queue nor per-worker pipes order across workers.
+Sources == IF PinMemory THEN {-1} ELSE Workers
+SourceReady(s) == IF s = -1 THEN data_queue # << >> ELSE worker_result_queue[s] # << >>
+SourceHead(s) == IF s = -1 THEN Head(data_queue) ELSE Head(worker_result_queue[s])
+PopSource(s) ==
+    IF s = -1 THEN data_queue' = Tail(data_queue) /\ UNCHANGED worker_result_queue
+    ELSE worker_result_queue' = [worker_result_queue EXCEPT ![s] = Tail(@)]
+         /\ UNCHANGED data_queue
+InputEmpty == \A s \in Sources : ~SourceReady(s)
+
+-----------------------------------------------------------------------------
+(* HOOKS: the decisions a loader can get wrong. A broken variant replaces one. *)
+
+\* The sampler has another index (torch: _next_index raises StopIteration at the end).
+SamplerHasNext == send_idx < NumTasks
+\* The prefetch bound of _try_put_index.
+PrefetchRoom == tasks_outstanding < MaxTasks
+\* Task i may be handed out now: with in_order only task rcvd_idx (the reorder buffer).
+MayHandOut(i) == InOrder => i = rcvd_idx
+\* Whether a buffered result is handed out only while the iterator runs.
+HandOutGuard == Iterating
+\* Handing out task i removes it (no second hand-out).
+AfterHandOut(i) == Drop(task_info, i)
+\* rcvd_idx may step over slot i: delivered already, or its worker was retired with no result.
+\* (IF, not \/: TLC explores both disjuncts of an action.)
+Skippable(i) ==
+    IF i \notin DOMAIN task_info THEN TRUE
+    ELSE task_info[i].data = NoMsg /\ ~workers_status[task_info[i].worker]
+\* StopIteration: nothing received is pending and no task can be sent any more.
+NothingLeft == rcvd_idx = send_idx /\ (~SamplerHasNext \/ ActiveCount = 0)
+\* Acks _reset waits for before the new epoch starts (one per worker).
+ResumeAcksAwaited == NumWorkers
+\* What the main process does on learning that worker w died: fail-stop.
+OnWorkerFailure(w) ==
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
+    /\ UNCHANGED workers_status
+\* The main process learns of worker deaths (SIGCHLD, liveness poll, torn message).
+DetectsWorkerDeath == TRUE
+\* Shutdown order from the NOTE: the pin thread first, then the workers.
+PinShutdownMayStart == TRUE
+WorkersShutdownMayStart == ~PinMemory \/ pin_state = "joined"
+\* The bounded join is followed by terminate() for stragglers.
+TerminatesStragglers == TRUE
+\* States from which a worker notices that its parent died (correct: any, e.g. PDEATHSIG).
+WatchdogStates == {"idle", "busy", "hung"}
+
+-----------------------------------------------------------------------------
+(* The main process: prefetch and reorder (torch: _try_put_index, _next_data) *)
+
+\* The next active worker from the cursor; with in_order=False also one with capacity.
+Eligible(w) ==
+    /\ workers_status[w]
+    /\ InOrder \/ workers_num_tasks[w] < MaxTasks \div ActiveCount
+Candidates == {k \in 0 .. NumWorkers - 1 : Eligible((worker_queue_idx + k) % NumWorkers)}
+NextWorker == (worker_queue_idx + CHOOSE k \in Candidates : \A j \in Candidates : k <= j)
+              % NumWorkers
+
+MainTryPutIndex ==
+    /\ Iterating
+    /\ SamplerHasNext
+    /\ PrefetchRoom
+    /\ Candidates # {}
+    /\ LET w == NextWorker IN
+        /\ index_queues' = [index_queues EXCEPT ![w] =
+                              Append(@, [kind |-> "task", idx |-> send_idx, epoch |-> epoch])]
+        /\ task_info' = task_info @@ (send_idx :> [worker |-> w, data |-> NoMsg])
+        /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![w] = @ + 1]
+        /\ worker_queue_idx' = (w + 1) % NumWorkers
+        /\ assigned' = assigned @@ (send_idx :> w)
+    /\ tasks_outstanding' = tasks_outstanding + 1
+    /\ send_idx' = send_idx + 1
+    /\ UNCHANGED <<rcvd_idx, workers_status, epoch, shutdown, iter_state,
+                   resume_iteration_cnt, sentinel_sent, failure_reported, parent_alive>>
+    /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event>>
+    /\ UNCHANGED <<actor_vars, delivered, exhausted_at>>
+
+\* Receive one message: store it in its task's slot (handed out by MainProcessData, or retired
+\* by MainMarkWorkerUnavailable). A message matching no outstanding task (a resume ack, or a
+\* result of an earlier epoch in a broken loader) is dropped.
+MainGetData ==
+    /\ Iterating
+    /\ \E s \in Sources :
+        /\ SourceReady(s)
+        /\ PopSource(s)
+        /\ LET m == SourceHead(s) IN
+            IF m.kind # "resume" /\ m.idx \in DOMAIN task_info /\ task_info[m.idx].data = NoMsg
+            THEN /\ task_info' = [task_info EXCEPT ![m.idx].data = m]
+                 /\ tasks_outstanding' = tasks_outstanding - 1
+            ELSE UNCHANGED <<task_info, tasks_outstanding>>
+    /\ UNCHANGED <<send_idx, rcvd_idx, workers_status, workers_num_tasks, worker_queue_idx,
+                   epoch, shutdown, iter_state, resume_iteration_cnt, sentinel_sent,
+                   failure_reported, parent_alive>>
+    /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
+    /\ UNCHANGED <<actor_vars, history_vars>>
+
+\* Hand out task i (its data, or reraise its error): in order, or any with in_order=False.
+MainProcessData(i) ==
+    /\ HandOutGuard
+    /\ Buffered(i)
+    /\ task_info[i].data.kind \in {"data", "error"}
+    /\ MayHandOut(i)
+    /\ LET m == task_info[i].data IN
+        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, live |-> Iterating,
+                                           after_failure |-> failure_reported])
+        /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![task_info[i].worker] = @ - 1]
+    /\ task_info' = AfterHandOut(i)
+    /\ rcvd_idx' = IF i = rcvd_idx THEN rcvd_idx + 1 ELSE rcvd_idx
+    /\ UNCHANGED <<send_idx, tasks_outstanding, workers_status, worker_queue_idx, epoch,
+                   shutdown, iter_state, resume_iteration_cnt, sentinel_sent,
+                   failure_reported, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at>>
+
+\* Step rcvd_idx over a slot with nothing to hand out: handed out already (in_order=False) or
+\* owned by a retired (exhausted) worker that will send nothing for it.
+MainSkipExhausted ==
+    /\ Iterating
+    /\ rcvd_idx < send_idx
+    /\ Skippable(rcvd_idx)
+    /\ rcvd_idx' = rcvd_idx + 1
+    /\ IF rcvd_idx \in DOMAIN task_info
+       THEN /\ task_info' = Drop(task_info, rcvd_idx)
+            /\ tasks_outstanding' = tasks_outstanding - 1
+       ELSE UNCHANGED <<task_info, tasks_outstanding>>
+    /\ UNCHANGED <<send_idx, workers_status, workers_num_tasks, worker_queue_idx, epoch,
+                   shutdown, iter_state, resume_iteration_cnt, sentinel_sent,
+                   failure_reported, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+
+\* An _IterableDatasetStopIteration from w arrived: send w no more tasks this epoch; without
+\* persistent workers also tell it to exit (torch: _mark_worker_as_unavailable puts None).
+MainMarkWorkerUnavailable(w) ==
+    /\ Iterating
+    /\ \E i \in DOMAIN task_info :
+        /\ Buffered(i)
+        /\ task_info[i].data.kind = "exhausted"
+        /\ task_info[i].worker = w
+        /\ task_info' = Drop(task_info, i)
+    /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
+    /\ IF Persistent
+       THEN UNCHANGED <<index_queues, sentinel_sent>>
+       ELSE /\ index_queues' = [index_queues EXCEPT ![w] =
+                                  Append(@, [kind |-> "sentinel", idx |-> NoIdx,
+                                             epoch |-> epoch])]
+            /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
+    /\ UNCHANGED <<send_idx, rcvd_idx, tasks_outstanding, workers_num_tasks, worker_queue_idx,
+                   epoch, shutdown, iter_state, resume_iteration_cnt, failure_reported,
+                   parent_alive>>
+    /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event>>
+    /\ UNCHANGED <<actor_vars, history_vars>>
+
+\* Nothing left to hand out: raise StopIteration; without persistent workers, shut down.
+MainStopIteration ==
+    /\ Iterating
+    /\ NothingLeft
+    /\ iter_state' = "stopped"
+    /\ shutdown' = ~Persistent
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
+                   sentinel_sent, failure_reported, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+
+\* The iterator depends on worker w and w died (not by our own terminate at shutdown).
+DependsOnDead(w) ==
+    /\ parent_alive
+    /\ worker_state[w] = "killed"
+    /\ workers_status[w]
+    /\ iter_state \in {"running", "resuming"}
+    /\ ~shutdown
+
+\* SIGCHLD / the liveness poll: raise RuntimeError naming w ("exited unexpectedly").
+MainDetectWorkerFailure(w) ==
+    /\ DetectsWorkerDeath
+    /\ DependsOnDead(w)
+    /\ ~failure_reported
+    /\ failure_reported' = TRUE
+    /\ OnWorkerFailure(w)
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_num_tasks,
+                   worker_queue_idx, epoch, resume_iteration_cnt, sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+
+\* next() waits in _get_data: in order, for rcvd_idx's result (its slot outstanding at an active
+\* worker, whatever later results are buffered); with in_order=False, for any result while none
+\* is buffered; or, in _reset, for the resume acks.
+WaitsForData ==
+    \/ iter_state = "resuming"
+    \/ /\ iter_state = "running"
+       /\ IF InOrder
+          THEN /\ rcvd_idx \in DOMAIN task_info
+               /\ task_info[rcvd_idx].data = NoMsg
+               /\ workers_status[task_info[rcvd_idx].worker]
+          ELSE /\ tasks_outstanding > 0
+               /\ \A i \in DOMAIN task_info : task_info[i].data = NoMsg
+
+\* `timeout` seconds with nothing received while waiting: raise RuntimeError, fail-stop.
+MainTimeout ==
+    /\ WithTimeout
+    /\ parent_alive /\ ~shutdown
+    /\ WaitsForData
+    /\ InputEmpty
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
+                   sentinel_sent, failure_reported, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+
+\* Persistent workers, a new iter(loader) after StopIteration or a break: _reset sends
+\* _ResumeIteration to every worker and will wait for as many acks.
+MainResumeIteration ==
+    /\ Persistent
+    /\ parent_alive /\ ~shutdown
+    /\ iter_state \in {"stopped", "dropped"}
+    /\ epoch + 1 < NumEpochs
+    /\ epoch' = epoch + 1
+    /\ index_queues' = [w \in Workers |->
+                          Append(index_queues[w], [kind |-> "resume", idx |-> NoIdx,
+                                                   epoch |-> epoch + 1])]
+    /\ send_idx' = 0
+    /\ rcvd_idx' = 0
+    /\ task_info' = << >>
+    /\ tasks_outstanding' = 0
+    /\ workers_status' = [w \in Workers |-> TRUE]
+    /\ workers_num_tasks' = [w \in Workers |-> 0]
+    /\ worker_queue_idx' = 0
+    /\ resume_iteration_cnt' = ResumeAcksAwaited
+    /\ iter_state' = IF ResumeAcksAwaited = 0 THEN "running" ELSE "resuming"
+    /\ delivered' = << >>
+    /\ assigned' = << >>
+    /\ exhausted_at' = [w \in Workers |-> NoIdx]
+    /\ UNCHANGED <<shutdown, sentinel_sent, failure_reported, parent_alive>>
+    /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event>>
+    /\ UNCHANGED actor_vars
+
+\* _reset's loop: read one message; a resume ack counts, anything else (a result of the epoch
+\* that was broken off) is dropped. The last ack starts the epoch.
+MainDrainResume ==
+    /\ parent_alive /\ ~shutdown
+    /\ iter_state = "resuming"
+    /\ \E s \in Sources :
+        /\ SourceReady(s)
+        /\ PopSource(s)
+        /\ LET ack == SourceHead(s).kind = "resume"
+               left == IF ack THEN resume_iteration_cnt - 1 ELSE resume_iteration_cnt
+           IN /\ resume_iteration_cnt' = left
+              /\ iter_state' = IF left = 0 THEN "running" ELSE "resuming"
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, shutdown, sentinel_sent,
+                   failure_reported, parent_alive>>
+    /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
+    /\ UNCHANGED <<actor_vars, history_vars>>
+
+\* The user breaks off (break, del it, an exception in the loop body) or drops the loader.
+\* Persistent workers survive a break mid-epoch; everything else starts the shutdown.
+MainDropIterator ==
+    /\ parent_alive /\ ~shutdown
+    /\ iter_state \in {"running", "stopped", "dropped"}
+    /\ IF Persistent /\ iter_state = "running"
+       THEN /\ iter_state' = "dropped"
+            /\ UNCHANGED shutdown
+       ELSE /\ shutdown' = TRUE
+            /\ iter_state' = IF iter_state = "running" THEN "dropped" ELSE iter_state
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
+                   sentinel_sent, failure_reported, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+
+-----------------------------------------------------------------------------
+(* The main process: shutdown, in the NOTE's order (torch: _shutdown_workers) *)
+
+MainSetPinDone ==
+    /\ parent_alive /\ shutdown /\ PinMemory
+    /\ ~pin_memory_thread_done_event
+    /\ PinShutdownMayStart
+    /\ pin_memory_thread_done_event' = TRUE
+    /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
+                   workers_done_event, actor_vars, history_vars>>
+
+MainJoinPinThread ==
+    /\ parent_alive /\ pin_memory_thread_done_event
+    /\ pin_state = "exited"
+    /\ pin_state' = "joined"
+    /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end, pin_msg,
+                   history_vars>>
+
+MainSetWorkersDone ==
+    /\ parent_alive /\ shutdown
+    /\ ~workers_done_event
+    /\ WorkersShutdownMayStart
+    /\ workers_done_event' = TRUE
+    /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
+                   pin_memory_thread_done_event, actor_vars, history_vars>>
+
+MainPutSentinel(w) ==
+    /\ parent_alive /\ workers_done_event
+    /\ ~sentinel_sent[w]
+    /\ index_queues' = [index_queues EXCEPT ![w] =
+                          Append(@, [kind |-> "sentinel", idx |-> NoIdx, epoch |-> epoch])]
+    /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
+                   resume_iteration_cnt, failure_reported, parent_alive>>
+    /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, actor_vars, history_vars>>
+
+AllSentinelsSent == \A v \in Workers : sentinel_sent[v]
+
+MainJoinWorker(w) ==
+    /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
+    /\ worker_state[w] \in {"exited", "killed"}
+    /\ worker_state' = [worker_state EXCEPT ![w] = "joined"]
+    /\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,
+                   history_vars>>
+
+\* w.join(timeout) returned with w alive (slow, stuck or hung): w.terminate().
+MainTerminateWorker(w) ==
+    /\ TerminatesStragglers
+    /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
+    /\ Alive(w)
+    /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
+    /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+    /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+
+-----------------------------------------------------------------------------
+(* Workers (torch: _worker_loop) *)
+
+HeadIs(w, kind) == index_queues[w] # << >> /\ Head(index_queues[w]).kind = kind
+PopIndex(w) == index_queues' = [index_queues EXCEPT ![w] = Tail(@)]
+Fetchable(w) ==
+    /\ worker_state[w] = "idle"
+    /\ HeadIs(w, "task")
+    /\ ~workers_done_event /\ ~iteration_end[w]
+
+\* Run the fetcher on the next task: data, or (IterableDataset) the end of w's shard.
+WorkerFetch(w) ==
+    /\ Fetchable(w)
+    /\ PopIndex(w)
+    /\ LET t == Head(index_queues[w]) IN
+        \E kind \in IF Iterable THEN {"data", "exhausted"} ELSE {"data"} :
+            /\ worker_msg' = [worker_msg EXCEPT ![w] =
+                                [kind |-> kind, idx |-> t.idx, worker |-> w, epoch |-> t.epoch]]
+            /\ IF kind = "exhausted"
+               THEN /\ iteration_end' = [iteration_end EXCEPT ![w] = TRUE]
+                    /\ exhausted_at' = IF t.epoch = epoch
+                                       THEN [exhausted_at EXCEPT ![w] = t.idx]
+                                       ELSE exhausted_at
+               ELSE UNCHANGED <<iteration_end, exhausted_at>>
+    /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
+    /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned>>
+
+WorkerPut(w) ==
+    /\ worker_state[w] = "busy"
+    /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Append(@, worker_msg[w])]
+    /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+    /\ worker_state' = [worker_state EXCEPT ![w] = "idle"]
+    /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
+                   history_vars>>
+
+WorkerAckResume(w) ==
+    /\ worker_state[w] = "idle"
+    /\ HeadIs(w, "resume")
+    /\ PopIndex(w)
+    /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] =
+                                 Append(@, [kind |-> "resume", idx |-> NoIdx, worker |-> w,
+                                            epoch |-> Head(index_queues[w]).epoch])]
+    /\ iteration_end' = [iteration_end EXCEPT ![w] = FALSE]
+    /\ UNCHANGED <<main_vars, data_queue, workers_done_event, pin_memory_thread_done_event,
+                   worker_state, worker_msg, pin_state, pin_msg, history_vars>>
+
+WorkerSkipIndex(w) ==
+    /\ worker_state[w] = "idle"
+    /\ HeadIs(w, "task")
+    /\ workers_done_event \/ iteration_end[w]
+    /\ PopIndex(w)
+    /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, actor_vars, history_vars>>
+
+WorkerExit(w) ==
+    /\ worker_state[w] = "idle"
+    /\ HeadIs(w, "sentinel")
+    /\ PopIndex(w)
+    /\ worker_state' = [worker_state EXCEPT ![w] = "exited"]
+    /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, worker_msg, iteration_end, pin_state,
+                   pin_msg, history_vars>>
+
+\* The parent is gone: exit on our own, whatever we were doing (a correct loader: PDEATHSIG
+\* or a watchdog thread; torch's ManagerWatchdog only checks between tasks).
+WorkerWatchdogExit(w) ==
+    /\ ~parent_alive
+    /\ worker_state[w] \in WatchdogStates
+    /\ worker_state' = [worker_state EXCEPT ![w] = "exited"]
+    /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+    /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+
+-----------------------------------------------------------------------------
+(* The pin-memory thread (torch: _pin_memory_loop) *)
+
+PinGetResult ==
+    /\ parent_alive
+    /\ pin_state = "running"
+    /\ ~pin_memory_thread_done_event
+    /\ \E w \in Workers :
+        /\ worker_result_queue[w] # << >>
+        /\ pin_msg' = Head(worker_result_queue[w])
+        /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
+    /\ pin_state' = "holding"
+    /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
+                   history_vars>>
+
+PinPutData ==
+    /\ parent_alive
+    /\ pin_state = "holding"
+    /\ ~pin_memory_thread_done_event
+    /\ data_queue' = Append(data_queue, pin_msg)
+    /\ pin_msg' = NoMsg
+    /\ pin_state' = "running"
+    /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, workers_done_event,
+                   pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
+                   history_vars>>
+
+\* The done event is set: the loop ends (a held result is dropped; the wake-up put and the
+\* get timeout only bound how soon the thread notices).
+PinExit ==
+    /\ parent_alive
+    /\ pin_state \in {"running", "holding"}
+    /\ pin_memory_thread_done_event
+    /\ pin_state' = "exited"
+    /\ pin_msg' = NoMsg
+    /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end,
+                   history_vars>>
+
+-----------------------------------------------------------------------------
+(* Faults, each switched by its constant *)
+
+FaultKillWorker(w) ==
+    /\ WithKillWorker
+    /\ Alive(w)
+    /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
+    /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+    /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+
+\* SIGKILL of the loader's process: the main thread and the pin thread are gone at once.
+FaultKillParent ==
+    /\ WithKillParent
+    /\ parent_alive
+    /\ parent_alive' = FALSE
+    /\ pin_state' = IF pin_state \in {"running", "holding"} THEN "exited" ELSE pin_state
+    /\ pin_msg' = NoMsg
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
+                   resume_iteration_cnt, sentinel_sent, failure_reported>>
+    /\ UNCHANGED <<queue_vars, worker_state, worker_msg, iteration_end, history_vars>>
+
+\* w takes its next task and its fetch never returns.
+FaultHangWorker(w) ==
+    /\ WithHang
+    /\ Fetchable(w)
+    /\ PopIndex(w)
+    /\ worker_state' = [worker_state EXCEPT ![w] = "hung"]
+    /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, worker_msg, iteration_end, pin_state,
+                   pin_msg, history_vars>>
+
+\* w's fetch raises: the worker wraps it (ExceptionWrapper) and goes on.
+FaultFetchError(w) ==
+    /\ WithFetchError
+    /\ Fetchable(w)
+    /\ PopIndex(w)
+    /\ LET t == Head(index_queues[w]) IN
+        worker_msg' = [worker_msg EXCEPT ![w] =
+                         [kind |-> "error", idx |-> t.idx, worker |-> w, epoch |-> t.epoch]]
+    /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
+    /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
+                   history_vars>>
+
+-----------------------------------------------------------------------------
+(* The end of a run, and the specification *)
+
+AllWorkersGone == \A w \in Workers : Gone(worker_state[w])
+PinGone == pin_state \in {"none", "joined"}
+ShutdownDone == shutdown /\ PinGone /\ \A w \in Workers : worker_state[w] = "joined"
+\* Nothing is left to do: shut down completely, or the parent died and its workers with it.
+Ended == (parent_alive /\ ShutdownDone) \/ (~parent_alive /\ AllWorkersGone)
+
+Terminated == Ended /\ UNCHANGED vars
+
+MainNext ==
+    \/ MainTryPutIndex \/ MainGetData \/ \E i \in 0 .. NumTasks - 1 : MainProcessData(i)
+    \/ MainSkipExhausted \/ \E w \in Workers : MainMarkWorkerUnavailable(w)
+    \/ MainStopIteration \/ \E w \in Workers : MainDetectWorkerFailure(w)
+    \/ MainTimeout \/ MainResumeIteration \/ MainDrainResume \/ MainDropIterator
+    \/ MainSetPinDone \/ MainJoinPinThread \/ MainSetWorkersDone
+    \/ \E w \in Workers : MainPutSentinel(w) \/ MainJoinWorker(w) \/ MainTerminateWorker(w)
+
+WorkerNext(w) ==
+    \/ WorkerFetch(w) \/ WorkerPut(w) \/ WorkerAckResume(w) \/ WorkerSkipIndex(w)
+    \/ WorkerExit(w) \/ WorkerWatchdogExit(w)
+
+PinNext == PinGetResult \/ PinPutData \/ PinExit
+
+FaultNext ==
+    \/ FaultKillParent
+    \/ \E w \in Workers : FaultKillWorker(w) \/ FaultHangWorker(w) \/ FaultFetchError(w)
+
+\* Every step but the stuttering of an ended run.
+Progress == MainNext \/ (\E w \in Workers : WorkerNext(w)) \/ PinNext \/ FaultNext
+
+Next == Progress \/ Terminated
+
+(* Fairness: every step of the loader's own code that stays possible is eventually taken.  *)
+(* The user's choices (MainDropIterator, MainResumeIteration) and the faults are not fair. *)
+Fairness ==
+    /\ WF_vars(MainTryPutIndex) /\ WF_vars(MainGetData)
+    /\ WF_vars(\E i \in 0 .. NumTasks - 1 : MainProcessData(i))
+    /\ WF_vars(MainSkipExhausted) /\ WF_vars(\E w \in Workers : MainMarkWorkerUnavailable(w))
+    /\ WF_vars(MainStopIteration) /\ WF_vars(MainTimeout) /\ WF_vars(MainDrainResume)
+    /\ \A w \in Workers : WF_vars(MainDetectWorkerFailure(w))
+    /\ WF_vars(MainSetPinDone) /\ WF_vars(MainJoinPinThread) /\ WF_vars(MainSetWorkersDone)
+    /\ \A w \in Workers : WF_vars(MainPutSentinel(w)) /\ WF_vars(MainJoinWorker(w))
+    /\ \A w \in Workers : WF_vars(MainTerminateWorker(w))
+    /\ \A w \in Workers : WF_vars(WorkerNext(w))
+    /\ WF_vars(PinGetResult) /\ WF_vars(PinPutData) /\ WF_vars(PinExit)
+
+Spec == Init /\ [][Next]_vars /\ Fairness
+
+-----------------------------------------------------------------------------
+(* Invariants (loaderspec.vocabulary.PROPERTIES, Kind.INVARIANT) *)
+
+DeliveredIdx == {delivered[k].idx : k \in DOMAIN delivered}
+Deliveries(i) == Cardinality({k \in DOMAIN delivered : delivered[k].idx = i})
+\* Task i was retired by IterableDataset exhaustion: its worker's shard had ended by then.
+Retired(i) == exhausted_at[assigned[i]] # NoIdx /\ i >= exhausted_at[assigned[i]]
+
+\* "with in_order=True, batches are handed out in sampler order"
+InOrderDelivery ==
+    InOrder => \A j, k \in DOMAIN delivered : j < k => delivered[j].idx < delivered[k].idx
+
+\* No task is handed out twice within an epoch, in either ordering mode.
+NoDuplicateDelivery ==
+    \A j, k \in DOMAIN delivered : j # k => delivered[j].idx # delivered[k].idx
+
+\* An epoch that ended in StopIteration handed out every task once, except those retired by
+\* exhaustion; a map-style epoch sent the whole sampler. (Checked with faults too: a correct
+\* loader never reaches StopIteration after losing a task.)
+ExactlyOnce ==
+    iter_state = "stopped" =>
+        /\ ~Iterable => send_idx = NumTasks
+        /\ \A i \in 0 .. send_idx - 1 : Deliveries(i) = IF Retired(i) THEN 0 ELSE 1
+
+\* StopIteration is never raised while a task was neither handed out nor retired.
+NoSilentLoss ==
+    iter_state = "stopped" => \A i \in 0 .. send_idx - 1 : i \in DeliveredIdx \/ Retired(i)
+
+\* At most prefetch_factor * num_workers tasks are outstanding (sent, result not received).
+PrefetchBound ==
+    Cardinality({i \in DOMAIN task_info : task_info[i].data = NoMsg}) <= MaxTasks
+
+\* Nothing is handed out after the iterator ended, raised a fatal error or shut down.
+NoDeliveryAfterShutdown == \A k \in DOMAIN delivered : delivered[k].live
+
+\* A batch fetched for an earlier epoch is never handed out in a later one.
+NoStaleEpochDelivery == \A k \in DOMAIN delivered : delivered[k].epoch = epoch
+
+\* "Exit pin_memory_thread first because exiting workers may leave corrupted data in
+\* worker_result_queue which pin_memory_thread reads from."
+PinThreadExitsFirst == workers_done_event => PinGone
+
+\* SHOULD: after a worker death was raised, no batch is handed out any more (fail-stop).
+FailStopAfterWorkerDeath == \A k \in DOMAIN delivered : ~delivered[k].after_failure
+
+\* TLC's deadlock check (Kind.DEADLOCK): Terminated is the only step of an ended run, so a
+\* state without successors is one that is stuck before its end. As a formula:
+NoDeadlock == Ended \/ ENABLED Progress
+
+-----------------------------------------------------------------------------
+(* Temporal properties (Kind.TEMPORAL), checked under Fairness *)
+
+\* Every epoch ends in StopIteration, a raised error or a break, unless a worker hangs and no
+\* timeout is set (the user asked for no bound).
+IterationTerminates ==
+    (WithHang /\ ~WithTimeout)
+    \/ ((parent_alive /\ iter_state \in {"running", "resuming"})
+        ~> (iter_state \in {"stopped", "failed", "dropped"} \/ ~parent_alive))
+
+\* A worker that dies while the iterator depends on it makes the main process raise.
+WorkerDeathRaises ==
+    \A w \in Workers :
+        DependsOnDead(w)
+            ~> (failure_reported \/ shutdown \/ ~parent_alive
+                \/ iter_state \notin {"running", "resuming"})
+
+\* Once shutdown starts, every worker and the pin thread are eventually gone.
+ShutdownCompletes == shutdown ~> (ShutdownDone \/ ~parent_alive)
+
+\* After the loader's process dies, every worker exits, busy, blocked and hung ones included.
+NoOrphanWorkers == (~parent_alive) ~> AllWorkersGone
+
+(* PromptFaultHandling (SHOULD, Kind.MEASURED) is a wall-clock bound: the conformance suite  *)
+(* measures it; TLC has no clock, so it has no formula here.                                *)
+=============================================================================

@@ -1,0 +1,288 @@
+--------------------------- MODULE TraceDataLoader ---------------------------
+(***************************************************************************)
+(* Trace validation: a logged run of a loader is a behaviour of DataLoader.*)
+(*                                                                         *)
+(* After etcd-io/raft's Traceetcdraft.tla and microsoft/CCF's trace specs: *)
+(* the log is a sequence of records, and every step of TraceNext consumes  *)
+(* the next record l through <Action>IfLogged, which takes the spec action *)
+(* of that name with the logged parameters (worker, task, kind, epoch) and *)
+(* then compares the logged post-state of the main process with the spec's.*)
+(* The 2020 TLC has no Json module: `loaderspec trace-check` writes the    *)
+(* runs as a sequence literal into a generated module TraceLog, which this *)
+(* one extends (spec/TraceLog.tla is its empty placeholder; see            *)
+(* loaderspec/tracecompile.py).                                            *)
+(*                                                                         *)
+(* Several runs with the same constants are checked in one TLC call: the   *)
+(* variable tr picks the run. TraceProgress prints <<"TRACE-AT", tr, l,    *)
+(* Ended>> for every distinct state; a run is accepted iff TLC reaches a   *)
+(* state with l = Len(log) + 1 (every record consumed) in which the run    *)
+(* has Ended (so a log that lost its last events fails). The furthest l    *)
+(* reached is the first record no spec step allows.                        *)
+(*                                                                         *)
+(* Two records that are one spec step, a stuttering record, a hidden step: *)
+(*  * An error fetch is FaultFetchError(w) in the spec. faultinject logs   *)
+(*    it (FaultFetchError, no task) and the worker logs WorkerFetch with   *)
+(*    kind "error": whichever comes first takes the step, the other only   *)
+(*    checks that it was taken (w holds an error result for that task).    *)
+(*  * A kill that raced the worker's own exit: a worker that logged        *)
+(*    WorkerExit is still a process until it is reaped; a bounded join     *)
+(*    that times out (a loaded machine, or none after a failure) kills it  *)
+(*    while it tears down, and the loader logs MainTerminateWorker. The    *)
+(*    spec's worker has already "exited": the record is a stuttering step  *)
+(*    of the main process (same guards as MainTerminateWorker).            *)
+(*  * Hidden step: after the loader's process died, a worker killed by the *)
+(*    kernel (PR_SET_PDEATHSIG) cannot log its exit. Once every record is  *)
+(*    consumed, WorkerWatchdogExit(w) may happen unlogged. Whether the     *)
+(*    workers really exited is the sandbox's check (NoOrphanWorkers).      *)
+(***************************************************************************)
+EXTENDS DataLoader, TraceLog, Integers, Sequences, TLC
+
+CONSTANTS
+    StopTrace,      \* > 0: TraceNotAtStop fails at run StopTrace's record StopLine
+    StopLine,
+    CheckPostState  \* FALSE: take actions whatever post-state was logged (for diagnosis)
+
+VARIABLES
+    tr,   \* which run of TraceLogs this behaviour follows
+    l     \* the next record of that run to consume
+
+trace_vars == <<tr, l>>
+
+Log == TraceLogs[tr]
+logline == Log[l]
+Has(f) == f \in DOMAIN logline
+Logged(name) == l <= Len(Log) /\ logline.action = name
+\* The record names a worker / task (the actions that take them require it).
+LoggedW(name) == Logged(name) /\ Has("worker")
+LoggedT(name) == Logged(name) /\ Has("task")
+Consume == l' = l + 1 /\ UNCHANGED tr
+
+(* The logged post-state of the main process (architecture.md, "Trace records"): torch's   *)
+(* field names; workers_status is a list indexed by worker id; task_info maps a task idx to *)
+(* <<worker, buffered>>, buffered meaning its result has arrived (data # NoMsg).            *)
+StateField(f) == Has("state") /\ f \in DOMAIN logline.state
+MainPostState ==
+    \/ ~CheckPostState
+    \/ LET s == logline.state IN
+        /\ StateField("send_idx") => send_idx' = s.send_idx
+        /\ StateField("rcvd_idx") => rcvd_idx' = s.rcvd_idx
+        /\ StateField("tasks_outstanding") => tasks_outstanding' = s.tasks_outstanding
+        /\ StateField("shutdown") => shutdown' = s.shutdown
+        /\ StateField("workers_status") =>
+              /\ Len(s.workers_status) = NumWorkers
+              /\ \A w \in Workers : workers_status'[w] = s.workers_status[w + 1]
+        /\ StateField("task_info") =>
+              /\ DOMAIN task_info' = DOMAIN s.task_info
+              /\ \A i \in DOMAIN s.task_info :
+                    /\ task_info'[i].worker = s.task_info[i][1]
+                    /\ (task_info'[i].data # NoMsg) = s.task_info[i][2]
+        /\ Has("epoch") => epoch' = logline.epoch
+
+\* A main-process record: the action, then its logged post-state, then the next record.
+MainStep(A) == A /\ MainPostState /\ Consume
+
+\* A result message m is the one the record describes.
+IsLoggedMsg(m) ==
+    /\ Has("task") => m.idx = logline.task
+    /\ Has("kind") => m.kind = logline.kind
+    /\ Has("worker") => m.worker = logline.worker
+
+\* Where the main process read the logged message: the data queue (pin memory) or w's channel.
+PoppedLoggedSource ==
+    IF PinMemory
+    THEN data_queue # << >> /\ IsLoggedMsg(Head(data_queue)) /\ data_queue' = Tail(data_queue)
+    ELSE /\ Has("worker") /\ logline.worker \in Workers
+         /\ LET q == worker_result_queue[logline.worker] IN
+               q # << >> /\ IsLoggedMsg(Head(q))
+               /\ worker_result_queue'[logline.worker] = Tail(q)
+
+-----------------------------------------------------------------------------
+(* Main process *)
+
+MainTryPutIndexIfLogged ==
+    /\ Logged("MainTryPutIndex")
+    /\ Has("task") => send_idx = logline.task
+    /\ MainStep(MainTryPutIndex /\ (Has("worker") => assigned'[send_idx] = logline.worker))
+
+MainGetDataIfLogged ==
+    /\ Logged("MainGetData")
+    /\ MainStep(MainGetData /\ PoppedLoggedSource)
+
+MainProcessDataIfLogged ==
+    /\ LoggedT("MainProcessData")
+    /\ logline.task \in 0 .. NumTasks - 1
+    /\ Buffered(logline.task)
+    /\ IsLoggedMsg(task_info[logline.task].data)
+    /\ MainStep(MainProcessData(logline.task))
+
+MainSkipExhaustedIfLogged == Logged("MainSkipExhausted") /\ MainStep(MainSkipExhausted)
+
+MainMarkWorkerUnavailableIfLogged ==
+    /\ LoggedW("MainMarkWorkerUnavailable")
+    /\ MainStep(MainMarkWorkerUnavailable(logline.worker))
+
+MainStopIterationIfLogged == Logged("MainStopIteration") /\ MainStep(MainStopIteration)
+
+MainDetectWorkerFailureIfLogged ==
+    /\ LoggedW("MainDetectWorkerFailure")
+    /\ MainStep(MainDetectWorkerFailure(logline.worker))
+
+MainTimeoutIfLogged == Logged("MainTimeout") /\ MainStep(MainTimeout)
+
+MainResumeIterationIfLogged == Logged("MainResumeIteration") /\ MainStep(MainResumeIteration)
+
+MainDrainResumeIfLogged ==
+    /\ Logged("MainDrainResume")
+    /\ MainStep(MainDrainResume /\ PoppedLoggedSource)
+
+MainDropIteratorIfLogged == Logged("MainDropIterator") /\ MainStep(MainDropIterator)
+
+MainSetPinDoneIfLogged == Logged("MainSetPinDone") /\ MainStep(MainSetPinDone)
+
+MainJoinPinThreadIfLogged == Logged("MainJoinPinThread") /\ MainStep(MainJoinPinThread)
+
+MainSetWorkersDoneIfLogged == Logged("MainSetWorkersDone") /\ MainStep(MainSetWorkersDone)
+
+MainPutSentinelIfLogged ==
+    LoggedW("MainPutSentinel") /\ MainStep(MainPutSentinel(logline.worker))
+
+MainJoinWorkerIfLogged ==
+    LoggedW("MainJoinWorker") /\ MainStep(MainJoinWorker(logline.worker))
+
+\* See the header: a kill that raced the worker's own exit is a stuttering step.
+MainTerminateWorkerIfLogged ==
+    /\ LoggedW("MainTerminateWorker")
+    /\ LET w == logline.worker IN
+        \/ MainStep(MainTerminateWorker(w))
+        \/ /\ TerminatesStragglers /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
+           /\ worker_state[w] = "exited"
+           /\ MainStep(UNCHANGED vars)
+
+-----------------------------------------------------------------------------
+(* Workers: the record names the worker; the task and kind are checked against the spec's *)
+
+\* The index message w takes next is the logged task, of the logged epoch.
+NextIndexIsLogged(w) ==
+    /\ index_queues[w] # << >>
+    /\ Has("task") => Head(index_queues[w]).idx = logline.task
+    /\ Has("epoch") => Head(index_queues[w]).epoch = logline.epoch
+
+\* w already holds the error result of the logged task (FaultFetchError took the step).
+ErrorTaken(w) ==
+    /\ worker_state[w] = "busy"
+    /\ worker_msg[w].kind = "error"
+    /\ Has("task") => worker_msg[w].idx = logline.task
+
+WorkerFetchIfLogged ==
+    /\ LoggedW("WorkerFetch")
+    /\ LET w == logline.worker IN
+        IF Has("kind") /\ logline.kind = "error"
+        THEN \/ NextIndexIsLogged(w) /\ FaultFetchError(w)
+             \/ ErrorTaken(w) /\ UNCHANGED vars
+        ELSE /\ NextIndexIsLogged(w)
+             /\ WorkerFetch(w)
+             /\ Has("kind") => worker_msg'[w].kind = logline.kind
+    /\ Consume
+
+WorkerPutIfLogged ==
+    /\ LoggedW("WorkerPut")
+    /\ worker_state[logline.worker] = "busy"
+    /\ IsLoggedMsg(worker_msg[logline.worker])
+    /\ WorkerPut(logline.worker)
+    /\ Consume
+
+WorkerAckResumeIfLogged ==
+    /\ LoggedW("WorkerAckResume")
+    /\ NextIndexIsLogged(logline.worker)
+    /\ WorkerAckResume(logline.worker)
+    /\ Consume
+
+WorkerSkipIndexIfLogged ==
+    /\ LoggedW("WorkerSkipIndex")
+    /\ NextIndexIsLogged(logline.worker)
+    /\ WorkerSkipIndex(logline.worker)
+    /\ Consume
+
+WorkerExitIfLogged == LoggedW("WorkerExit") /\ WorkerExit(logline.worker) /\ Consume
+
+WorkerWatchdogExitIfLogged ==
+    LoggedW("WorkerWatchdogExit") /\ WorkerWatchdogExit(logline.worker) /\ Consume
+
+-----------------------------------------------------------------------------
+(* The pin-memory thread *)
+
+PinGetResultIfLogged ==
+    /\ Logged("PinGetResult")
+    /\ PinGetResult
+    /\ IsLoggedMsg(pin_msg')
+    /\ Has("worker") => worker_result_queue'[logline.worker]
+                          = Tail(worker_result_queue[logline.worker])
+    /\ Consume
+
+PinPutDataIfLogged ==
+    Logged("PinPutData") /\ IsLoggedMsg(pin_msg) /\ PinPutData /\ Consume
+
+PinExitIfLogged == Logged("PinExit") /\ PinExit /\ Consume
+
+-----------------------------------------------------------------------------
+(* Faults, logged by whoever injects them (faultinject), just before they happen *)
+
+FaultKillWorkerIfLogged ==
+    LoggedW("FaultKillWorker") /\ FaultKillWorker(logline.worker) /\ Consume
+
+FaultKillParentIfLogged == Logged("FaultKillParent") /\ FaultKillParent /\ Consume
+
+FaultHangWorkerIfLogged ==
+    /\ LoggedW("FaultHangWorker")
+    /\ NextIndexIsLogged(logline.worker)
+    /\ FaultHangWorker(logline.worker)
+    /\ Consume
+
+\* See the header: the worker's WorkerFetch(kind "error") record may have taken the step.
+FaultFetchErrorIfLogged ==
+    /\ LoggedW("FaultFetchError")
+    /\ LET w == logline.worker IN
+        \/ NextIndexIsLogged(w) /\ FaultFetchError(w)
+        \/ ErrorTaken(w) /\ UNCHANGED vars
+    /\ Consume
+
+-----------------------------------------------------------------------------
+(* Unlogged steps (see the header) *)
+
+HiddenWatchdogExit ==
+    /\ l = Len(Log) + 1
+    /\ \E w \in Workers : WorkerWatchdogExit(w)
+    /\ UNCHANGED trace_vars
+
+-----------------------------------------------------------------------------
+
+TraceInit ==
+    /\ tr \in 1 .. Len(TraceLogs)
+    /\ l = 1
+    /\ Init
+
+TraceNext ==
+    \/ MainTryPutIndexIfLogged \/ MainGetDataIfLogged \/ MainProcessDataIfLogged
+    \/ MainSkipExhaustedIfLogged \/ MainMarkWorkerUnavailableIfLogged
+    \/ MainStopIterationIfLogged \/ MainDetectWorkerFailureIfLogged \/ MainTimeoutIfLogged
+    \/ MainResumeIterationIfLogged \/ MainDrainResumeIfLogged \/ MainDropIteratorIfLogged
+    \/ MainSetPinDoneIfLogged \/ MainJoinPinThreadIfLogged \/ MainSetWorkersDoneIfLogged
+    \/ MainPutSentinelIfLogged \/ MainJoinWorkerIfLogged \/ MainTerminateWorkerIfLogged
+    \/ WorkerFetchIfLogged \/ WorkerPutIfLogged \/ WorkerAckResumeIfLogged
+    \/ WorkerSkipIndexIfLogged \/ WorkerExitIfLogged \/ WorkerWatchdogExitIfLogged
+    \/ PinGetResultIfLogged \/ PinPutDataIfLogged \/ PinExitIfLogged
+    \/ FaultKillWorkerIfLogged \/ FaultKillParentIfLogged \/ FaultHangWorkerIfLogged
+    \/ FaultFetchErrorIfLogged
+    \/ HiddenWatchdogExit
+
+TraceSpec == TraceInit /\ [][TraceNext]_<<vars, trace_vars>>
+
+\* Always true: prints where each distinct state stands (loaderspec/tracecheck.py reads it).
+TraceProgress == PrintT(<<"TRACE-AT", tr, l, Ended>>)
+
+\* For localisation: violated at the first state that has consumed records 1 .. StopLine - 1.
+TraceNotAtStop == ~(tr = StopTrace /\ l = StopLine)
+
+\* A run that is a behaviour of the spec reaches this (the reachability check, as a formula).
+TraceAccepted == l = Len(Log) + 1 /\ Ended
+=============================================================================

@@ -1,0 +1,43 @@
+"""Not a broken loader itself: builds, for the case now running, the broken loader that case is
+assigned to, so one pytest run checks many broken loaders (one interpreter start, not one each).
+
+The assignment (case selector -> broken module) is the JSON file that ``LOADERSPEC_BROKEN_PLAN``
+names; the running case is read from ``PYTEST_CURRENT_TEST``, which the scenario's forked child
+inherits.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from typing import Any
+
+PLAN_ENV = "LOADERSPEC_BROKEN_PLAN"
+NO_PLAN = "broken.dispatch: no broken loader assigned to"  # tests check no case failed on this
+
+
+def matches(nodeid: str, selector: str) -> bool:
+    """Whether pytest selector ``selector`` (a file, file::function or file::function[param])
+    selects the case ``nodeid``."""
+    if "::" not in selector:
+        return nodeid.startswith(selector + "::")
+    return nodeid == selector or nodeid.split("[")[0] == selector
+
+
+def assigned(nodeid: str) -> str:
+    with open(os.environ[PLAN_ENV]) as f:
+        plan: dict[str, str] = json.load(f)
+    for selector, module in plan.items():
+        if matches(nodeid, selector):
+            return module
+    raise LookupError(f"{NO_PLAN} {nodeid}")
+
+
+class Loader:
+    """Constructs ``broken.<assigned module>.Loader`` with the arguments it was given."""
+
+    def __new__(cls, dataset: Any, **kwargs: Any) -> Any:
+        nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+        module = importlib.import_module(f"broken.{assigned(nodeid)}")
+        return module.Loader(dataset, **kwargs)

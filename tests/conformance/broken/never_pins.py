@@ -1,0 +1,10 @@
+"""Bug: ignores pin_memory=True (PinThreadExitsFirst: batches not pinned where it should pin)."""
+
+from typing import Any
+
+from broken._wrap import Wrapped
+
+
+class Loader(Wrapped):
+    def adjust(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {**kwargs, "pin_memory": False}

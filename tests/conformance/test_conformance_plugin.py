@@ -1,0 +1,197 @@
+"""The conformance plugin: loader choice and its precedence, UsageError messages, the header,
+marker validation, graded outcomes and the report files. Run through pytest subprocesses (the
+plugin is loaded by its pytest11 entry point, as for any user)."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import conformance
+from conformance import loader_ref
+from conformance.plugin import MSG_UNKNOWN_PROPERTY
+
+pytest_plugins = ["pytester"]
+
+FAKE_LOADER = """
+class Loader:
+    def __init__(self, dataset, **kwargs):
+        self.dataset = dataset
+"""
+
+
+@pytest.fixture
+def env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytester dir with an importable fake loader module and a tiny graded case file."""
+    monkeypatch.delenv(loader_ref.ENV_VAR, raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(pytester.path))
+    pytester.makepyfile(fakeloader=FAKE_LOADER)
+    return pytester
+
+
+def test_choose_precedence_is_option_env_ini_default() -> None:
+    env = {loader_ref.ENV_VAR: "e.m:C"}
+    assert loader_ref.choose("o.m:C", "i.m:C", env) == loader_ref.Choice(
+        "o.m:C", loader_ref.SOURCE_OPTION
+    )
+    assert loader_ref.choose(None, "i.m:C", env).source == loader_ref.SOURCE_ENV
+    assert loader_ref.choose(None, "i.m:C", {}).source == loader_ref.SOURCE_INI
+    assert loader_ref.choose(None, "", {}) == loader_ref.Choice(
+        loader_ref.DEFAULT, loader_ref.SOURCE_DEFAULT
+    )
+
+
+@pytest.mark.parametrize("value", ["torch.utils.data:DataLoader", "torch.utils.data.DataLoader"])
+def test_both_spellings_resolve(value: str) -> None:
+    from torch.utils.data import DataLoader
+
+    assert loader_ref.resolve(loader_ref.Choice(value, "test")) is DataLoader
+
+
+@pytest.mark.parametrize(
+    ("value", "template"),
+    [
+        ("nodots", loader_ref.MSG_MALFORMED),
+        ("no_such_pkg_xyz.mod:Loader", loader_ref.MSG_NO_MODULE),
+        ("fakeloader:Missing", loader_ref.MSG_NO_ATTR),
+    ],
+)
+def test_bad_loader_is_a_usage_error_naming_value_source_and_fix(
+    env: pytest.Pytester, value: str, template: str
+) -> None:
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess(f"--loader={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert repr(value) in err
+    assert loader_ref.SOURCE_OPTION in err
+    assert loader_ref.FIX in err
+    assert template.split("{")[0].strip() in err  # the message's fixed opening words
+
+
+def test_env_var_wins_over_ini_and_is_reported(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env.makeini(f"[pytest]\n{loader_ref.INI_KEY} = fakeloader:Missing\n")
+    env.makepyfile(test_x="def test_x(loader_cls):\n    assert loader_cls.__name__ == 'Loader'\n")
+    monkeypatch.setenv(loader_ref.ENV_VAR, "fakeloader:Loader")
+    result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"))
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([f"*loader fakeloader:Loader (from {loader_ref.SOURCE_ENV})*"])
+
+
+def test_bad_ini_value_names_the_ini_key(env: pytest.Pytester) -> None:
+    env.makeini(f"[pytest]\n{loader_ref.INI_KEY} = fakeloader:Missing\n")
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert loader_ref.SOURCE_INI in result.stderr.str()
+
+
+def test_silent_outside_a_conformance_run(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --loader and nothing collected from conformance/: no header, no import of a loader
+    (an unimportable env value must not break other projects' test runs)."""
+    monkeypatch.setenv(loader_ref.ENV_VAR, "no_such_pkg_xyz:Loader")
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess()
+    result.assert_outcomes(passed=1)
+    assert "loaderspec conformance" not in result.stdout.str()
+
+
+def test_unknown_spec_property_is_rejected(env: pytest.Pytester) -> None:
+    env.makepyfile(
+        test_x=textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.spec_property("NoSuchProperty")
+            def test_x():
+                pass
+            """
+        )
+    )
+    result = env.runpytest_subprocess("--loader=fakeloader:Loader")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    expected = MSG_UNKNOWN_PROPERTY.split("{")[0]
+    assert expected in result.stderr.str()
+    assert "NoSuchProperty" in result.stderr.str()
+
+
+def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
+    env.makepyfile(
+        test_x=textwrap.dedent(
+            """
+            import pytest
+
+            @pytest.mark.spec_property("ExactlyOnce")
+            def test_pass(grade):
+                grade.figure("x_s", 0.1)
+
+            @pytest.mark.spec_property("PromptFaultHandling")
+            def test_non_strict(grade):
+                grade.non_strict("PromptFaultHandling", 5.0, "took 5 s")
+
+            @pytest.mark.spec_property("ExactlyOnce")
+            def test_fail(grade):
+                grade.fail("ExactlyOnce", "1", "2")
+
+            @pytest.mark.spec_property("NoDeadlock")
+            def test_skip():
+                pytest.skip("no accelerator")
+
+            def test_must_violation_cannot_be_non_strict(grade):
+                with pytest.raises(ValueError):
+                    grade.non_strict("ExactlyOnce")
+            """
+        )
+    )
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess("--loader=fakeloader:Loader", f"--conformance-report={rep}")
+    result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped, 1 non-strict*"])
+    data = json.loads((rep / "report.json").read_text())
+    got = {c["case"]: c for c in data["cases"]}
+    assert {k: v["outcome"] for k, v in got.items()} == {
+        "test_pass": "PASS",
+        "test_non_strict": "NON-STRICT",
+        "test_fail": "FAIL",
+        "test_skip": "SKIP",
+    }
+    assert got["test_fail"]["detail"].startswith("ExactlyOnce (MUST): expected 1; actual 2")
+    assert got["test_skip"]["detail"] == "no accelerator"
+    assert got["test_non_strict"]["figures"] == [
+        {"name": "PromptFaultHandling", "value": 5.0, "unit": "s"}
+    ]
+    assert got["test_non_strict"]["level"] == "SHOULD"
+    assert data["loader"] == "fakeloader:Loader"
+    assert data["complete"] is True
+    assert data["loader_source"] == loader_ref.SOURCE_OPTION
+    assert "NON-STRICT" in (rep / "report.md").read_text()
+    assert "<table>" in (rep / "report.html").read_text()
+
+
+def test_pyargs_collects_the_installed_suite_outside_the_checkout(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pytest --pyargs conformance -m quick` from a directory that is not the checkout: the
+    installed package is collected (every file with a quick case) and the
+    default loader, the reference, wins. (The quick run itself is timed in docs/conformance.md.)"""
+    monkeypatch.delenv(loader_ref.ENV_VAR, raising=False)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    result = pytester.runpytest_subprocess(
+        "--pyargs", "conformance", "-m", "quick", "--co", "-p", "no:cacheprovider",
+        timeout=120,
+    )  # fmt: skip
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(
+        [f"*loader {loader_ref.DEFAULT} (from {loader_ref.SOURCE_DEFAULT})*"]
+    )
+    files = set(re.findall(r"<Module (test_\w+\.py)>", result.stdout.str()))
+    suite = Path(conformance.__file__).parent
+    assert files == {f.name for f in suite.glob("test_*.py") if "mark.quick" in f.read_text()}

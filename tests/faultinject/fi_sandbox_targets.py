@@ -1,0 +1,161 @@
+"""Module-level targets for the sandbox tests (a sandbox target must be importable)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+import signal
+import threading
+import time
+
+from faultinject import sandbox
+
+PR_SET_PDEATHSIG = 1
+
+
+def ids() -> tuple[int, int, int]:
+    return os.getpid(), os.getsid(0), os.getppid()
+
+
+def boom(message: str) -> None:
+    raise ValueError(message)
+
+
+def _fork_sleeper(seconds: float, *, pdeathsig: bool = False) -> int:
+    """Fork a grandchild that sleeps `seconds` (optionally dying with its parent)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            if pdeathsig:
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            time.sleep(seconds)
+        finally:
+            os._exit(0)
+    return pid
+
+
+def leak_sleeping_grandchild() -> int:
+    """Start a grandchild that sleeps a minute, and return without waiting for it."""
+    return _fork_sleeper(60)
+
+
+def leak_zombie() -> int:
+    """Fork a grandchild that exits at once, and never reap it."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    # Wait (bounded by the sandbox deadline) until it is a zombie, without reaping it.
+    stat = pathlib.Path(f"/proc/{pid}/stat")
+    while stat.read_text().split(")")[-1].split()[0] != "Z":
+        time.sleep(0.001)
+    return pid
+
+
+def leak_shm(name_suffix: str) -> list[str]:
+    """Leave two /dev/shm entries: one named with our pid (torch's style), one without a pid."""
+    mine = f"torch_{os.getpid()}_{name_suffix}"
+    other = f"faultinject-test-{name_suffix}"
+    for name in (mine, other):
+        with open(f"/dev/shm/{name}", "wb") as f:
+            f.write(b"x" * 4096)
+    return [mine, other]
+
+
+def leak_fd_and_thread() -> str:
+    """Open a pipe and start a thread, and return with both still there."""
+    r, w = os.pipe()
+    stop = threading.Event()
+    threading.Thread(target=stop.wait, name="leaked-by-target", daemon=True).start()
+    return f"{r},{w}"
+
+
+def sleep_forever_with_grandchild() -> None:
+    _fork_sleeper(60)
+    time.sleep(60)
+
+
+def orphans_then_kill_self() -> None:
+    """Fork one grandchild that dies with its parent and one that does not; then die."""
+    _fork_sleeper(60, pdeathsig=True)
+    _fork_sleeper(60)
+    sandbox.kill_self()
+
+
+def exit_without_result(code: int) -> None:
+    os._exit(code)
+
+
+def small_shm_size(size: int) -> int:
+    import shutil
+
+    from faultinject import limits
+
+    limits.small_shm(size)
+    return shutil.disk_usage("/dev/shm").total
+
+
+def write_stderr(text: str) -> None:
+    """Write to stderr directly and through a thread's unhandled exception."""
+    import sys
+
+    sys.stderr.write(text + "\n")
+
+    def fail() -> None:
+        raise RuntimeError(f"thread says {text}")
+
+    t = threading.Thread(target=fail)
+    t.start()
+    t.join()
+
+
+def sigchld_held_back() -> dict[str, object]:
+    """A SIGCHLD handler that raises (as torch's does) runs only where the hold lets it: inside
+    `released()`, or right after the block; never inside the block."""
+    from faultinject import processes
+
+    calls: list[int] = []
+
+    def handler(signum: int, frame: object) -> None:
+        calls.append(signum)
+        raise RuntimeError("a child died")
+
+    def child_exits() -> int:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        processes.wait_gone([pid], 10)  # exited (a zombie): its SIGCHLD has been sent
+        return pid
+
+    signal.signal(signal.SIGCHLD, handler)
+    out: dict[str, object] = {}
+    pids = []
+    try:
+        with processes.sigchld_deferred() as held:
+            pids.append(child_exits())
+            out["calls_in_block"] = len(calls)
+            try:
+                with held.released():
+                    out["released_body_ran"] = True
+            except RuntimeError as exc:
+                out["raised_in_released"] = str(exc)
+            pids.append(child_exits())
+            out["calls_after_second_child"] = len(calls)
+    except RuntimeError as exc:
+        out["raised_after_first_block"] = str(exc)
+    try:
+        with processes.sigchld_deferred():
+            pids.append(child_exits())
+            out["calls_in_second_block"] = len(calls)
+    except RuntimeError as exc:
+        out["raised_after_block"] = str(exc)
+    out["calls"] = len(calls)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return out
+
+
+def kill_self_now() -> None:
+    sandbox.kill_self()

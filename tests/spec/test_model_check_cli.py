@@ -1,0 +1,116 @@
+"""``loaderspec model-check``: exit codes, the readable counterexample, the jar override, and
+TLC's distributed mode (a TLCServer and one TLCWorker on localhost)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from loaderspec import modelcheck, tlc
+
+SPEC_DIR = modelcheck.spec_dir()
+PREFETCH = SPEC_DIR / "broken" / "BrokenPrefetchBound.cfg"  # 8 states: the smallest violation
+
+
+def _model_check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "loaderspec", "model-check", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_broken_variant_exits_1_and_prints_the_counterexample():
+    proc = _model_check("--config", str(PREFETCH))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = "ok   BrokenPrefetchBound: violates PrefetchBound (expected PrefetchBound)"
+    assert summary in proc.stdout
+    assert "counterexample (PrefetchBound):" in proc.stdout
+    steps = [line for line in proc.stdout.splitlines() if "MainTryPutIndex:" in line]
+    # One line per step: the action, then what it changed, old -> new.
+    assert len(steps) >= 3
+    assert "send_idx: 0 -> 1" in steps[0]
+    assert 'index_queues[0]: append [kind |-> "task", idx |-> 0' in steps[0]
+
+
+def test_unexpected_violation_exits_1_marked_fail():
+    proc = _model_check("--config", str(PREFETCH), "--expect", "pass")
+    assert proc.returncode == 1
+    assert "FAIL BrokenPrefetchBound: violates PrefetchBound (expected pass)" in proc.stdout
+    assert "counterexample (PrefetchBound):" in proc.stdout
+
+
+def test_a_cfg_outside_the_manifest_is_expected_to_pass(tmp_path: Path):
+    cfg = SPEC_DIR / "models" / "MCQuickPersistent.cfg"
+    text = cfg.read_text().replace("NumTasks = 2", "NumTasks = 1")
+    own = tmp_path / "MCMine.cfg"
+    own.write_text(text)
+    proc = _model_check("--config", str(own))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok   MCMine: pass (expected pass)" in proc.stdout
+
+
+def test_usage_errors_exit_2_without_a_traceback(tmp_path: Path):
+    proc = _model_check("--config", str(tmp_path / "nope.cfg"))
+    assert proc.returncode == 2
+    assert "no such file" in proc.stderr
+    proc = _model_check("--config", str(PREFETCH), env={tlc.JAR_ENV: str(tmp_path / "x.jar")})
+    assert proc.returncode == 2
+    assert "TLA2TOOLS_JAR" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_distributed_mode_finds_what_a_single_tlc_finds():
+    model = next(m for m in modelcheck.load_manifest() if m.name == "MCQuickPersistent")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    outcome = modelcheck.check_model(model, timeout_s=240, distributed=1)
+    assert outcome.found == "pass", outcome.result.output[-3000:]
+    assert outcome.result.distinct == model.states
+    assert "Registration for worker" in outcome.result.output
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == [], f"TLCServer/TLCWorker processes left behind: {left}"
+
+
+@pytest.mark.parametrize("trace_kind", ["lasso", "stuttering"])
+def test_counterexample_marks_the_end_of_a_liveness_trace(trace_kind: str):
+    end = (
+        tlc.TraceState(3, None, back_to=1)
+        if trace_kind == "lasso"
+        else tlc.TraceState(3, None, stuttering=True)
+    )
+    trace = [
+        tlc.TraceState(1, None, {"x": "0", "q": "<<>>"}),
+        tlc.TraceState(2, "WorkerPut", {"x": "0", "q": "<<1>>"}),
+        end,
+    ]
+    text = modelcheck.format_counterexample(trace)
+    lines = text.splitlines()
+    assert lines[0].split() == ["1", "Init"]
+    assert lines[3].split(None, 1) == ["2", "WorkerPut: q: append 1"]
+    assert ("back to state 1" in lines[4]) == (trace_kind == "lasso")
+    assert ("stuttering" in lines[4]) == (trace_kind == "stuttering")
+
+
+def test_record_rewrites_only_the_figures_of_the_models_run(tmp_path: Path):
+    manifest = tmp_path / "models.toml"
+    manifest.write_text(
+        "# a comment that stays\n[A]\ncfg = 'a.cfg'\ntier = 'quick'\nexpect = 'pass'\n"
+        "states = 1\nseconds = 9.9\n\n[B]\ncfg = 'b.cfg'\ntier = 'broken'\n"
+        "expect = 'TypeOK'\nstates = 7\n"
+    )
+    model = modelcheck.load_manifest(manifest)[0]
+    result = tlc.TlcResult(True, None, [], 20, 12, 3.21, "", 0, 1.5)
+    modelcheck.record_figures([modelcheck.Outcome(model, result, "pass")], manifest)
+    text = manifest.read_text()
+    assert text.startswith("# a comment that stays\n")
+    a, b = modelcheck.load_manifest(manifest)
+    assert (a.states, a.seconds, a.cpu_seconds) == (12, 3.2, 1.5)
+    assert (b.states, b.seconds, b.cpu_seconds) == (7, None, None)

@@ -1,0 +1,219 @@
+"""One name, four places: every spec action exists everywhere it must (docs/architecture.md).
+
+For each ``Action``: the TLA+ action of that name in ``spec/DataLoader.tla``, its
+``<Action>IfLogged`` wrapper in ``spec/TraceDataLoader.tla``, its trace record (emitted by the
+reference loader or by faultinject), the reference core's method (main-process actions), and a
+conformance case marked with a property the action can break (``loaderspec.actionmap``).
+Which actions the runs' traces really exercise is checked by tests/trace (the coverage figure).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from loaderspec.actionmap import ACTION_CAN_BREAK
+from loaderspec.vocabulary import CORE_METHOD, Action, Actor
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = ROOT / "spec" / "DataLoader.tla"
+TRACE_SPEC = ROOT / "spec" / "TraceDataLoader.tla"
+EMITTERS = (ROOT / "reference", ROOT / "faultinject")
+CONFORMANCE = ROOT / "conformance"
+
+
+def _tla_definitions(path: Path) -> set[str]:
+    """Names defined at the start of a line: ``Name ==`` or ``Name(args) ==``."""
+    text = re.sub(r"\(\*.*?\*\)", "", path.read_text(), flags=re.S)
+    return set(re.findall(r"^([A-Za-z_]\w*)\s*(?:\([^)]*\))?\s*==", text, flags=re.M))
+
+
+def _require(path: Path) -> None:
+    if not path.exists():
+        pytest.fail(f"{path.relative_to(ROOT)} does not exist")
+
+
+def missing_spec_actions(spec: Path) -> list[str]:
+    """Actions the spec does not define."""
+    return [a.value for a in Action if a.value not in _tla_definitions(spec)]
+
+
+def missing_wrappers(trace_spec: Path) -> list[str]:
+    """``<Action>IfLogged`` wrappers the trace spec lacks, or defines without using them."""
+    defined = _tla_definitions(trace_spec)
+    text = trace_spec.read_text()
+    return [
+        f"{a.value}IfLogged"
+        for a in Action
+        if f"{a.value}IfLogged" not in defined or text.count(f"{a.value}IfLogged") < 2
+    ]
+
+
+def missing_core_methods(cls: type) -> list[str]:
+    """Main-process actions without their core method on ``cls``."""
+    return [
+        f"{a.value} -> {cls.__name__}.{name}"
+        for a, name in CORE_METHOD.items()
+        if not callable(getattr(cls, name, None))
+    ]
+
+
+def test_every_action_is_a_spec_action():
+    _require(SPEC)
+    missing = missing_spec_actions(SPEC)
+    assert not missing, f"spec/DataLoader.tla defines no action named {missing}"
+
+
+def test_every_action_has_its_iflogged_wrapper():
+    _require(TRACE_SPEC)
+    missing = missing_wrappers(TRACE_SPEC)
+    assert not missing, f"spec/TraceDataLoader.tla lacks, or never takes in TraceNext: {missing}"
+
+
+def test_every_main_action_has_its_core_method():
+    from reference.core import ProtocolCore
+
+    missing = missing_core_methods(ProtocolCore)
+    assert not missing, f"no core method for {missing}"
+    assert {a for a in Action if a.actor is Actor.MAIN} == set(CORE_METHOD)
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _emitted_names(root: Path) -> set[str]:
+    """Action names a module that writes trace records names at an emit site: a string literal
+    argument of an ``emit``/``emit_fault``/``_trace`` call, or the member (``Action.WORKER_FETCH``)
+    in a module that calls one of those."""
+    by_member = {a.name: a.value for a in Action}
+    values = {a.value for a in Action}
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        calls = [
+            n for n in ast.walk(tree) if isinstance(n, ast.Call) and "emit" in _call_name(n)
+        ] + [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _call_name(n) == "_trace"]
+        if not calls:
+            continue
+        for call in calls:
+            for arg in ast.walk(call):
+                if isinstance(arg, ast.Constant) and arg.value in values:
+                    found.add(arg.value)
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "Action"
+                and node.attr in by_member
+            ):
+                found.add(by_member[node.attr])
+    return found
+
+
+def missing_records(roots: tuple[Path, ...]) -> list[str]:
+    """Actions no module under ``roots`` emits a trace record for."""
+    emitted: set[str] = set()
+    for root in roots:
+        emitted |= _emitted_names(root)
+    return sorted(a.value for a in Action if a.value not in emitted)
+
+
+def test_every_action_has_a_trace_record():
+    missing = missing_records(EMITTERS)
+    assert not missing, f"no trace record is emitted in reference/ or faultinject/ for {missing}"
+
+
+def _marked_properties(root: Path) -> set[str]:
+    """Every property named in a ``spec_property(...)`` marker under ``conformance/``: string
+    literals, and names bound to one at module level (``PROP = "NoOrphanWorkers"``)."""
+    names: set[str] = set()
+    for path in root.rglob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        consts = {
+            target.id: node.value.value
+            for node in tree.body
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            for target in node.targets
+            if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and _call_name(node) == "spec_property":
+                for arg in node.args:
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                        names.add(arg.value)
+                    elif isinstance(arg, ast.Name) and arg.id in consts:
+                        names.add(consts[arg.id])
+    return names
+
+
+def missing_cases(root: Path) -> dict[str, list[str]]:
+    """Actions with no conformance case under ``root`` marked with a property they can break."""
+    marked = _marked_properties(root)
+    return {a.value: sorted(props) for a, props in ACTION_CAN_BREAK.items() if not props & marked}
+
+
+def test_every_action_has_a_conformance_case_for_a_property_it_can_break():
+    if not any(CONFORMANCE.rglob("test_*.py")):
+        pytest.fail("conformance/ has no case files (test_*.py)")
+    missing = missing_cases(CONFORMANCE)
+    assert not missing, f"no conformance case is marked with a property these can break: {missing}"
+
+
+# --- the checks above fail when a place is missing (each on a copy with one thing removed) ---
+
+
+def _without(text: str, definition: str) -> str:
+    """``text`` with the definition ``definition`` renamed away (as if it were never written)."""
+    return re.sub(rf"^{definition}\b", f"Not{definition}", text, flags=re.M)
+
+
+def test_a_spec_action_removed_from_the_spec_is_reported(tmp_path):
+    spec = tmp_path / "DataLoader.tla"
+    spec.write_text(_without(SPEC.read_text(), "MainTimeout"))
+    assert missing_spec_actions(spec) == ["MainTimeout"]
+
+
+def test_a_wrapper_removed_or_left_out_of_tracenext_is_reported(tmp_path):
+    spec = tmp_path / "TraceDataLoader.tla"
+    text = TRACE_SPEC.read_text()
+    spec.write_text(_without(text, "PinExitIfLogged"))
+    assert missing_wrappers(spec) == ["PinExitIfLogged"]
+    spec.write_text(text.replace("\\/ PinExitIfLogged", ""))
+    assert missing_wrappers(spec) == ["PinExitIfLogged"]
+
+
+def test_a_core_method_removed_is_reported():
+    from reference.core import ProtocolCore
+
+    class Crippled(ProtocolCore):
+        stop_iteration = None  # type: ignore[assignment]
+
+    assert missing_core_methods(Crippled) == ["MainStopIteration -> Crippled.stop_iteration"]
+
+
+def test_a_trace_record_never_emitted_is_reported(tmp_path):
+    for root in EMITTERS:
+        for path in root.rglob("*.py"):
+            text = path.read_text().replace('"WorkerExit"', '"WorkerGone"')
+            text = text.replace("Action.WORKER_EXIT", "Action.WORKER_EXIT_GONE")
+            copy = tmp_path / root.name / path.relative_to(root)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.write_text(text)
+    roots = tuple(tmp_path / root.name for root in EMITTERS)
+    assert missing_records(roots) == ["WorkerExit"]
+
+
+def test_an_action_without_a_conformance_case_is_reported(tmp_path):
+    (tmp_path / "test_only_one.py").write_text(
+        'import pytest\n\n\n@pytest.mark.spec_property("NoOrphanWorkers")\n'
+        "def test_x():\n    pass\n"
+    )
+    missing = missing_cases(tmp_path)
+    assert "FaultKillParent" not in missing  # NoOrphanWorkers guards it
+    assert "MainTryPutIndex" in missing
+    assert missing["MainTryPutIndex"] == sorted(ACTION_CAN_BREAK[Action.MAIN_TRY_PUT_INDEX])

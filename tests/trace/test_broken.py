@@ -1,0 +1,164 @@
+"""Traces that are not behaviours of the spec are rejected, at the right record, for the right
+reason: deliberately broken loaders (tests/trace/trace_broken_loaders.py) and hand-mutated
+traces of a correct run. Each check names the first record TLC could not take and what it is.
+
+All runs share a few spec constants and are checked in one ``check_runs`` call (two TLC calls:
+the persistent-workers case has its own constants), to stay inside the CI budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+from loaderspec import tracecheck
+from loaderspec.replay import Schedule, play
+from loaderspec.traces import Record, Run
+
+pytest.importorskip("reference.shell", reason="the reference loader is not there yet")
+from faultinject.faults import SkewWorker
+
+BROKEN = "trace_broken_loaders:"
+# 2 workers, prefetch 1, 6 tasks, in order: one set of constants for all but StaleEpoch.
+BASE = {"num_items": 6, "prefetch_factor": 1}
+
+# loader -> schedule, the action of the first record the spec does not allow (None: see the
+# check), and a check on that record.
+CASES: dict[str, tuple[Schedule, str | None, Callable[[Record], bool]]] = {
+    "PastPrefetch": (
+        Schedule("past-prefetch", **BASE),
+        "MainTryPutIndex",
+        lambda r: r.task == 2,  # 2 workers x prefetch 1: the third put is one too many
+    ),
+    "Reorder": (
+        Schedule("reorder", faults=(SkewWorker(worker_id=0, seconds=0.3),), **BASE),
+        "MainProcessData",
+        lambda r: r.task == 1,  # task 1 handed out while task 0 (slow worker 0) is pending
+    ),
+    "Duplicate": (
+        Schedule("duplicate", **BASE),
+        "MainProcessData",
+        lambda r: r.task == 0,  # task 0 handed out a second time
+    ),
+    "SkipSentinel": (
+        Schedule("skip-sentinel", **BASE),
+        None,  # joined or terminated before every sentinel went out
+        lambda r: r.action in ("MainJoinWorker", "MainTerminateWorker"),
+    ),
+    "StaleEpoch": (
+        Schedule("stale-epoch", num_items=6, persistent_workers=True, epochs=2, drop_at=(0, 1)),
+        "MainTryPutIndex",
+        lambda r: r.epoch == 1,  # a task of the new epoch sent before the resume acks came
+    ),
+}
+
+
+def _with(run: Run, records: list[Record], name: str) -> Run:
+    return dataclasses.replace(run, name=name, records=tuple(records))
+
+
+def _index(run: Run, action: str, nth: int = 0) -> int:
+    return [i for i, r in enumerate(run.records) if r.action == action][nth]
+
+
+def _mutations(run: Run) -> dict[str, tuple[Run, str, str | None]]:
+    """name -> (mutated run, expected status, expected action of the first bad record)."""
+    recs = list(run.records)
+    out: dict[str, tuple[Run, str, str | None]] = {}
+    # The log lost its last events: every record is a step, but the run never ended.
+    out["truncated"] = (_with(run, recs[:-2], "truncated"), tracecheck.INCOMPLETE, None)
+    # Two hand-outs swapped: task 1 before task 0 with in_order=True.
+    a, b = _index(run, "MainProcessData", 0), _index(run, "MainProcessData", 1)
+    swapped = list(recs)
+    swapped[a], swapped[b] = recs[b], recs[a]
+    out["swapped"] = (_with(run, swapped, "swapped"), tracecheck.NOT_A_BEHAVIOUR, "MainProcessData")
+    # A hand-out logged twice.
+    dup = [*recs[: a + 1], recs[a], *recs[a + 1 :]]
+    out["duplicated"] = (
+        _with(run, dup, "duplicated"),
+        tracecheck.NOT_A_BEHAVIOUR,
+        "MainProcessData",
+    )
+    # A sentinel that was never sent: its worker cannot exit, nor be joined.
+    s = _index(run, "MainPutSentinel", 0)
+    out["no-sentinel"] = (
+        _with(run, recs[:s] + recs[s + 1 :], "no-sentinel"),
+        tracecheck.NOT_A_BEHAVIOUR,
+        None,
+    )
+    # A post-state that is not the spec's: send_idx off after the first put.
+    p = _index(run, "MainTryPutIndex", 0)
+    bad_state = dict(recs[p].state or {}, send_idx=5)
+    wrong = [*recs[:p], dataclasses.replace(recs[p], state=bad_state), *recs[p + 1 :]]
+    out["wrong-state"] = (_with(run, wrong, "wrong-state"), tracecheck.NOT_A_BEHAVIOUR, None)
+    # A kill that raced the worker's own exit (it logged WorkerExit, the join timed out while
+    # it tore down): a stuttering step, accepted. The same kill after the join is not.
+    j = _index(run, "MainJoinWorker", 0)
+    kill = dataclasses.replace(recs[j], action="MainTerminateWorker")
+    raced = [*recs[:j], kill, *recs[j:]]
+    out["kill-races-exit"] = (_with(run, raced, "kill-races-exit"), tracecheck.ACCEPTED, None)
+    late = [*recs[: j + 1], kill, *recs[j + 1 :]]
+    out["kill-after-join"] = (
+        _with(run, late, "kill-after-join"),
+        tracecheck.NOT_A_BEHAVIOUR,
+        "MainTerminateWorker",
+    )
+    return out
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """Play every broken loader and one correct run; check them and the mutations together."""
+    root = tmp_path_factory.mktemp("broken")
+    runs: dict[str, Run] = {}
+    for loader, (schedule, _, _) in CASES.items():
+        replay = play(schedule, BROKEN + loader, trace_dir=root / loader, deadline_s=60)
+        assert replay.outcome != "deadline", f"{loader}: {replay.error}"
+        (runs[loader],) = tracecheck.runs_of([root / loader])
+    play(Schedule("good", **BASE), trace_dir=root / "good", deadline_s=60)
+    (good,) = tracecheck.runs_of([root / "good"])
+    runs["good"] = good
+    mutations = _mutations(good)
+    runs.update({name: m[0] for name, m in mutations.items()})
+    verdicts = tracecheck.check_runs(list(runs.values()), localise=False)
+    return good, mutations, dict(zip(runs, verdicts, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loader", list(CASES))
+def test_a_broken_loader_is_rejected_where_it_breaks(checked, loader):
+    _, action, check = CASES[loader]
+    verdict = checked[2][loader]
+    assert verdict.status == tracecheck.NOT_A_BEHAVIOUR, verdict.explain()
+    record = verdict.record
+    assert record is not None, verdict.explain()
+    if action is not None:
+        assert record.action == action, verdict.explain()
+    assert check(record), verdict.explain()
+
+
+@pytest.mark.slow
+def test_the_correct_run_is_accepted(checked):
+    assert checked[2]["good"].ok, checked[2]["good"].explain()
+
+
+@pytest.mark.slow
+def test_mutated_traces_are_rejected_for_the_right_reason(checked):
+    good, mutations, verdicts = checked
+    for name, (_, status, action) in mutations.items():
+        verdict = verdicts[name]
+        assert verdict.status == status, f"{name}: {verdict.explain()}"
+        if action is not None:
+            assert verdict.record is not None, name
+            assert verdict.record.action == action, name
+    # Where each one breaks, and why.
+    assert verdicts["swapped"].record.task == 1
+    assert verdicts["duplicated"].line == _index(good, "MainProcessData", 0) + 2
+    assert verdicts["no-sentinel"].record.action in ("WorkerExit", "MainJoinWorker")
+    wrong = tracecheck.localise(verdicts["wrong-state"])
+    assert wrong.line == _index(good, "MainTryPutIndex", 0) + 1
+    assert wrong.enabled is True  # the action was possible; its logged post-state was not
+    assert "send_idx: logged 5, spec 1" in wrong.explain()
+    assert "send_idx = 0" in wrong.explain()  # the spec state before the record
