@@ -120,6 +120,14 @@ def kill(
     return sent
 
 
+def kill_tree(pid: int, timeout_s: float = 10.0) -> list[int]:
+    """SIGKILL `pid` and its descendants, each by pid (descendants first, so none is re-parented
+    unseen), and wait up to `timeout_s`; return the pids still alive."""
+    pids = [*descendant_pids(pid), pid]
+    kill(pids, _signal.SIGKILL, action=None)
+    return wait_gone(pids, timeout_s)
+
+
 def is_gone(pid: int) -> bool:
     """True if `pid` exited (a zombie counts as exited: it runs no code)."""
     try:

@@ -56,24 +56,10 @@ def slug(loader: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", loader).strip("_")
 
 
-def _kill_tree(pid: int) -> None:
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        procs = [*proc.children(recursive=True), proc]
-    except psutil.Error:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            continue
-    psutil.wait_procs(procs, timeout=10)
-
-
 def run_one(loader: str, out: Path, quick: bool, timeout_s: float) -> dict[str, Any] | None:
     """Run the suite against ``loader`` into ``out``; its results, or None if it produced none."""
+    from faultinject import processes  # imports psutil: only when a report is made
+
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance", f"--loader={loader}"]
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
@@ -83,7 +69,7 @@ def run_one(loader: str, out: Path, quick: bool, timeout_s: float) -> dict[str, 
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_tree(proc.pid)
+        processes.kill_tree(proc.pid)
         output, _ = proc.communicate()
         print(f"  timed out after {timeout_s:g} s; killed", flush=True)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import psutil
+from faultinject import processes
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_PATH = Path(__file__).resolve().parent  # `broken` is importable from here
@@ -25,21 +25,6 @@ def env() -> dict[str, str]:
     )
     out.pop("LOADERSPEC_LOADER", None)
     return out
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL ``pid`` and its descendants, each by pid."""
-    try:
-        proc = psutil.Process(pid)
-        procs = [*proc.children(recursive=True), proc]
-    except psutil.Error:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.Error:
-            continue
-    psutil.wait_procs(procs, timeout=10)
 
 
 def run_suite(
@@ -66,7 +51,7 @@ def run_suite(
     try:
         out, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
+        processes.kill_tree(proc.pid)
         out, _ = proc.communicate()
         return -9, out, None
     path = report / "report.json"
