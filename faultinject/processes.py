@@ -86,8 +86,15 @@ def children(pid: int | None = None) -> list[psutil.Process]:
     return sorted(alive, key=lambda p: p.pid)
 
 
-def new_children(before: set[int], pid: int | None = None) -> list[int]:
-    """Pids of alive descendants of `pid` that are not in `before` (a set taken earlier)."""
+def new_children(before: set[int], pid: int | None = None, *, exited: bool = False) -> list[int]:
+    """Pids of alive descendants of `pid` that are not in `before` (a set taken earlier).
+
+    With `exited=True` also those that already exited and are not reaped: right after
+    `iter(loader)` a worker with an early fault may be dead before anyone looks.
+    """
+    if exited:
+        mine = descendant_pids(os.getpid() if pid is None else pid)
+        return sorted(set(mine) - before)
     return sorted(p.pid for p in children(pid) if p.pid not in before)
 
 
@@ -261,7 +268,7 @@ def sigchld_deferred() -> SigchldHold:
 
         with processes.sigchld_deferred() as held:
             it = iter(loader)
-            workers = processes.new_children(before)
+            workers = processes.new_children(before, exited=True)
             try:
                 with held.released():
                     for batch in it: ...  # a death raises here, as in the user's loop

@@ -118,7 +118,8 @@ def to_markdown(m: dict[str, Any]) -> str:
         "",
         *(
             [
-                "Incomplete runs (stopped at the time limit; `-`: not run): "
+                "Incomplete runs (stopped at the time limit, or did not start: see their"
+                " pytest-output.txt; `-`: not run): "
                 + ", ".join(f"`{x}`" for x in m.get("incomplete", [])),
                 "",
             ]

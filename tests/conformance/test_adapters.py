@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import multiprocessing
 import threading
 import time
 import traceback
@@ -20,6 +21,16 @@ from faultinject import processes, read_fetches, sandbox
 from faultinject.faults import Die, Hang
 
 pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(autouse=True)
+def _reap_finished_workers():
+    """torchdata's and paddle's loaders run in this process may leave finished workers unjoined
+    (zombies until their Process objects are polled); reap them, so that later tests' leak
+    checks see only processes of their own."""
+    yield
+    gc.collect()
+    multiprocessing.active_children()  # joins every finished child it still holds
 
 
 @pytest.fixture(autouse=True)

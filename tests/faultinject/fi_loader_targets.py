@@ -65,7 +65,7 @@ def _consume(loader: Any) -> dict[str, Any]:
     with processes.sigchld_deferred() as held:
         before = {p.pid for p in processes.children()}
         it = iter(loader)
-        workers = processes.new_children(before)
+        workers = processes.new_children(before, exited=True)
         try:
             with held.released():
                 for batch in it:
@@ -139,7 +139,7 @@ def take_one_then_wait_for_death(ds: Any, bound_s: float) -> dict[str, Any]:
     with processes.sigchld_deferred() as held:
         before = {p.pid for p in processes.children()}
         it = iter(DataLoader(ds, batch_size=1, num_workers=1, collate_fn=as_list))
-        [worker] = processes.new_children(before)
+        [worker] = processes.new_children(before, exited=True)
         try:
             with held.released():
                 items.extend(_flat(next(it)))
