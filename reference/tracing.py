@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,6 +32,18 @@ ENABLED: bool = False
 _dir: str | None = None
 _fd: int | None = None
 _fd_pid: int | None = None  # the process that opened _fd (a forked child must open its own)
+# One writer at a time per process, so records of one process are in the file in the order of
+# their ``t``; ``emit_last`` keeps it for good (see there). A forked child gets a fresh lock: a
+# thread of the parent may have held it at the fork.
+_write_lock = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    global _write_lock
+    _write_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 def configure(directory: str | os.PathLike[str] | None) -> None:
@@ -108,6 +121,34 @@ def emit(
     """
     if not ENABLED:
         return
+    with _write_lock:
+        _write(action, actor, epoch, worker, task, kind, state, config, t)
+
+
+def emit_last(
+    action: str, actor: str, *, epoch: int | None = None, worker: int | None = None
+) -> None:
+    """Append this process's last record, just before it ends itself (``os._exit``) from a thread
+    other than the one doing its work (the worker's parent-death watchdog): the write lock is
+    taken and never given back, so no other thread logs a step after it that never took effect.
+    """
+    if not ENABLED:
+        return
+    _write_lock.acquire()
+    _write(action, actor, epoch, worker, None, None, None, None, None)
+
+
+def _write(
+    action: str,
+    actor: str,
+    epoch: int | None,
+    worker: int | None,
+    task: int | None,
+    kind: str | None,
+    state: dict[str, Any] | None,
+    config: dict[str, Any] | None,
+    t: int | None,
+) -> None:
     record: dict[str, Any] = {
         "t": time.monotonic_ns() if t is None else t,
         "pid": os.getpid(),

@@ -48,8 +48,8 @@ _me: dict[str, int | None] = {"worker": None, "epoch": 0}
 
 
 def _exit_orphaned() -> None:
-    if tracing.ENABLED:
-        tracing.emit("WorkerWatchdogExit", "Worker", epoch=_me["epoch"], worker=_me["worker"])
+    if tracing.ENABLED:  # the last record: no other thread of this worker logs after it
+        tracing.emit_last("WorkerWatchdogExit", "Worker", epoch=_me["epoch"], worker=_me["worker"])
     os._exit(1)
 
 
