@@ -79,6 +79,16 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "quick: part of the quick (< 30 s) conformance selection")
     if not _is_conformance_run(config):
         return
+    _resolve_loader(config)
+    config.stash[_CASES] = {}
+    config.stash[_STARTED] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+        timespec="seconds"
+    )
+
+
+def _resolve_loader(config: pytest.Config) -> None:
+    """Choose the loader (option, env, ini, default), import it, stash both; a bad value is a
+    usage error naming it, where it came from and the fix."""
     choice = loader_ref.choose(
         config.getoption("loaderspec_loader"), config.getini(loader_ref.INI_KEY)
     )
@@ -87,10 +97,6 @@ def pytest_configure(config: pytest.Config) -> None:
     except loader_ref.LoaderRefError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[_CHOICE] = choice
-    config.stash[_CASES] = {}
-    config.stash[_STARTED] = datetime.datetime.now(datetime.timezone.utc).isoformat(
-        timespec="seconds"
-    )
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -138,14 +144,7 @@ def loader_cls(request: pytest.FixtureRequest) -> type:
     """The loader class under test (resolved once per session)."""
     config = request.config
     if _LOADER not in config.stash:
-        choice = loader_ref.choose(
-            config.getoption("loaderspec_loader"), config.getini(loader_ref.INI_KEY)
-        )
-        try:
-            config.stash[_LOADER] = loader_ref.resolve(choice)
-        except loader_ref.LoaderRefError as exc:
-            raise pytest.UsageError(str(exc)) from None
-        config.stash[_CHOICE] = choice
+        _resolve_loader(config)
     return config.stash[_LOADER]
 
 

@@ -326,19 +326,23 @@ def _frame_header(n: int) -> bytes:
     return _I32.pack(n)
 
 
+def _advance(views: list[Any], done: int) -> None:
+    """Drop the first ``done`` bytes of ``views`` (after a partial writev/readv)."""
+    while done:
+        head = views[0]
+        if done >= len(head):
+            done -= len(head)
+            views.pop(0)
+        else:
+            views[0] = head[done:]
+            done = 0
+
+
 def _writev_all(fd: int, buffers: list[bytes | memoryview]) -> None:
     """Write every buffer, in order, resuming after partial writes (a full pipe blocks)."""
     views = [memoryview(b).cast("B") for b in buffers if len(b)]
     while views:
-        written = os.writev(fd, views[:_IOV_MAX])
-        while written:
-            head = views[0]
-            if written >= len(head):
-                written -= len(head)
-                views.pop(0)
-            else:
-                views[0] = head[written:]
-                written = 0
+        _advance(views, os.writev(fd, views[:_IOV_MAX]))
 
 
 def _grow_pipe(fd: int, message_bytes: int) -> None:
@@ -397,14 +401,7 @@ def _readv_into(fd: int, buffers: list[memoryview]) -> None:
         got = os.readv(fd, views[:_IOV_MAX])
         if got == 0:
             raise TornMessage("got end of file during message")
-        while got:
-            head = views[0]
-            if got >= len(head):
-                got -= len(head)
-                views.pop(0)
-            else:
-                views[0] = head[got:]
-                got = 0
+        _advance(views, got)
 
 
 def recv(conn: Connection) -> Any:
