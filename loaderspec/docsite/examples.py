@@ -49,11 +49,13 @@ EXAMPLES: tuple[Example, ...] = (
         "out-of-order",
         "An out-of-order epoch (in_order=False): worker 0 is slow on task 0",
         frozenset({"MainProcessData", "MainSkipExhausted"}),
+        # 0.3 s: longer than worker 1 takes to start on a loaded machine, so its results come
+        # first (a skipped slot is the trace's proof that one was handed out of order).
         _schedule(
             "out-of-order",
             num_items=4,
             in_order=False,
-            faults=(Sleep(at=0, seconds=0.05, once=True),),
+            faults=(Sleep(at=0, seconds=0.3, once=True),),
         ),
     ),
     Example(

@@ -306,9 +306,11 @@ def public_modules(package: str) -> list[str]:
 
 
 def api(package: str, skip: Iterable[str] = ()) -> str:
-    """mkdocstrings blocks for ``package`` and its public modules (less ``skip``)."""
-    blocks = [f"::: {name}" for name in public_modules(package) if name not in set(skip)]
-    return "\n\n".join(blocks) + "\n"
+    """mkdocstrings blocks for ``package`` (its docstring only: what it re-exports is shown
+    with the module that defines it) and its public modules (less ``skip``)."""
+    package_block = f"::: {package}\n    options:\n      members: false"
+    modules = [f"::: {name}" for name in public_modules(package)[1:] if name not in set(skip)]
+    return "\n\n".join([package_block, *modules]) + "\n"
 
 
 def source_page(file: Path, path: str) -> str:
@@ -320,7 +322,7 @@ def source_page(file: Path, path: str) -> str:
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return (
-        "---\nsearch:\n  exclude: true\n---\n\n"
+        "---\nsearch:\n  exclude: true\nhide:\n  - toc\n---\n\n"
         f'# {path}\n\n{fence}{lang} linenums="1"\n{text.rstrip()}\n{fence}\n'
     )
 
