@@ -1,113 +1,14 @@
 """Builds the documentation site once per session, and beside it a small site with the same
-configuration whose one page links into the checkout correctly and wrongly.
-
-Both builds run at once (``mkdocs build --strict`` in subprocesses, each bounded and, on
-timeout, killed with its children by pid).
-"""
+configuration whose one page links into the checkout correctly and wrongly (``sitebuild``).
+Both builds run at once: each spends much of its time waiting on processes."""
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-TOP = Path(__file__).resolve().parents[2]
-BUILD_TIMEOUT_S = 300
-# The checkout folders the small site links into (symbolic links beside its mkdocs.yml).
-SOURCE_FOLDERS = ("spec", "reference", "conformance", "faultinject", "loaderspec", "bench")
-
-
-def _a_case() -> tuple[str, str]:
-    from loaderspec.docsite import pages
-
-    return pages.cases_by_property()["PrefetchBound"][0]  # (file, case), whatever they are now
-
-
-def _core_method() -> str:
-    from loaderspec.docsite import pages
-    from loaderspec.vocabulary import CORE_METHOD, Action
-
-    return pages.core_methods()[CORE_METHOD[Action.MAIN_TRY_PUT_INDEX]]
-
-
-def good_links() -> list[str]:
-    """Links into the checkout as the pages write them, to things that exist today."""
-    file, case = _a_case()
-    return [
-        f"../reference/core.py#{_core_method()}",
-        "../spec/DataLoader.tla#MainTryPutIndex",
-        "../spec/DataLoader.tla#L1-L3",
-        f"../conformance/{file}#{case}",
-    ]
-
-
-def broken_links() -> dict[str, str]:
-    """Links into the checkout that do not resolve -> what the build must say about each."""
-    file, _ = _a_case()
-    return {
-        f"../reference/core.py#{_core_method()}_no_such_method": "no such definition",
-        "../spec/DataLoader.tla#L99999": "the file has lines",
-        "../spec/DataLoader.tla#MainNoSuchAction": "no such definition",
-        f"../conformance/{file}#test_no_such_case": "no such definition",
-        "../reference/no_such_module.py": "not a published source file",
-    }
-
-
-@dataclass(frozen=True)
-class Build:
-    site: Path
-    returncode: int
-    output: str
-
-
-def _start(config: Path, site: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # Material's notice about MkDocs 2.0
-    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(site)]
-    return subprocess.Popen(
-        cmd, cwd=config.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-
-
-def finish(proc: subprocess.Popen[str], timeout_s: float) -> str:
-    """Wait up to ``timeout_s`` for ``proc``; past that, kill it and its children by pid.
-    Returns its output."""
-    try:
-        output, _ = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        from faultinject.processes import kill_tree
-
-        kill_tree(proc.pid)
-        output, _ = proc.communicate()
-        output += f"\n(killed after {timeout_s} s)"
-    return output
-
-
-def _finish(proc: subprocess.Popen[str], site: Path) -> Build:
-    output = finish(proc, BUILD_TIMEOUT_S)
-    return Build(site, proc.returncode, output)
-
-
-def broken_site(root: Path) -> Path:
-    """The site's configuration and one page with ``good_links()`` and ``broken_links()`` into
-    the checkout; returns its mkdocs.yml."""
-    config = (TOP / "mkdocs.yml").read_text()
-    (root / "mkdocs.yml").write_text(config.split("\nnav:\n", 1)[0] + "\nnav:\n  - index.md\n")
-    for folder in SOURCE_FOLDERS:
-        (root / folder).symlink_to(TOP / folder)
-    (root / "docs" / "css").mkdir(parents=True)
-    shutil.copy(TOP / "docs" / "css" / "loaderspec.css", root / "docs" / "css")
-    links = [*good_links(), *broken_links()]
-    page = "# Links into the checkout\n\n" + "".join(
-        f"- [link {n}]({h})\n" for n, h in enumerate(links)
-    )
-    (root / "docs" / "index.md").write_text(page)
-    return root / "mkdocs.yml"
+from sitebuild import TOP, Build, broken_site, finish_build, pages_of, start
 
 
 @pytest.fixture(scope="session")
@@ -121,10 +22,10 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Build, Build]:
     small = tmp / "broken-src"
     small.mkdir()
     procs = [
-        (_start(TOP / "mkdocs.yml", tmp / "site"), tmp / "site"),
-        (_start(broken_site(small), tmp / "broken-site"), tmp / "broken-site"),
+        (start(TOP / "mkdocs.yml", tmp / "site"), tmp / "site"),
+        (start(broken_site(small), tmp / "broken-site"), tmp / "broken-site"),
     ]
-    site, broken = (_finish(proc, out) for proc, out in procs)
+    site, broken = (finish_build(proc, out) for proc, out in procs)
     return site, broken
 
 
@@ -137,7 +38,5 @@ def site(builds: tuple[Build, Build]) -> Path:
 
 @pytest.fixture(scope="session")
 def parsed(site: Path) -> dict:
-    """Every HTML page of the built site, parsed (see ``test_site._Page``)."""
-    from test_site import pages_of
-
+    """Every HTML page of the built site, parsed (``sitebuild.Page``)."""
     return pages_of(site)

@@ -16,7 +16,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import finish
+from sitebuild import finish
 
 WIDTH = 1280
 PAGES = {"index.html": 1400, "protocol.html": 2400}  # page -> window height

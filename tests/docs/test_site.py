@@ -6,49 +6,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from html.parser import HTMLParser
-from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from conftest import broken_links, good_links
+from sitebuild import TOP, Page, broken_links, good_links
 
 from loaderspec.docsite import examples, statediagram
 from loaderspec.vocabulary import PROPERTIES, Action
-
-TOP = Path(__file__).resolve().parents[2]
-
-
-class _Page(HTMLParser):
-    """The ids of a page, its links (``<a href>``) and the assets it loads."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.ids: set[str] = set()
-        self.links: list[str] = []
-        self.assets: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        a = {k: v or "" for k, v in attrs}
-        for key in ("id", "name"):
-            if a.get(key):
-                self.ids.add(a[key])
-        if tag == "a" and "href" in a:
-            self.links.append(a["href"])
-        if tag in ("script", "img", "iframe", "source") and a.get("src"):
-            self.assets.append(a["src"])
-        if tag == "link" and a.get("href"):
-            self.assets.append(a["href"])
-
-
-def pages_of(site: Path) -> dict[str, _Page]:
-    out = {}
-    for path in site.rglob("*.html"):
-        if path.name == "404.html":
-            continue  # links from the site's root, wherever the 404 is served: not checkable here
-        parser = _Page()
-        parser.feed(path.read_text())
-        out[path.relative_to(site).as_posix()] = parser
-    return out
 
 
 def _internal(page: str, href: str) -> tuple[str, str] | None:
@@ -143,7 +106,7 @@ def test_each_example_run_is_drawn_with_what_it_must_show(site):
 
 
 def test_the_protocol_page_links_each_action_to_spec_core_and_cases(site):
-    page = _Page()
+    page = Page()
     page.feed((site / "protocol.html").read_text())
     missing = [a.value for a in Action if a.value not in page.ids]
     missing += [p.name for p in PROPERTIES if p.name not in page.ids]
