@@ -59,6 +59,16 @@ def _record(used: list[tuple[str, list[str]]]) -> dict[str, Run]:
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    # A generator's error (no Graphviz, a core method the vocabulary names is gone, no reports,
+    # an example that did not show its story) says what is wrong and the fix: one line, as
+    # MkDocs prints a PluginError, not a traceback.
+    try:
+        return _add_files(files, config)
+    except (LookupError, RuntimeError) as exc:
+        raise PluginError(f"loaderspec.docsite: {exc}") from exc
+
+
+def _add_files(files: Files, config: MkDocsConfig) -> Files:
     assert _links is not None, "on_config runs first"
     docs = files.documentation_pages()
     used = [

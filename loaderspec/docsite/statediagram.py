@@ -119,8 +119,9 @@ def render_svg(dot_source: str) -> str:
     dot = shutil.which("dot")
     if dot is None:
         raise RuntimeError(
-            "Graphviz's `dot` is not installed: run `bash scripts/setup.sh` (it installs Debian's"
-            " graphviz with the docs extra) or `apt-get install graphviz`"
+            "Graphviz's `dot` is not installed: run `bash scripts/test.sh` or"
+            " `LOADERSPEC_EXTRAS=docs bash scripts/setup.sh` (they install Debian's graphviz),"
+            " or `apt-get install graphviz`"
         )
     done = subprocess.run(
         [dot, "-Tsvg"],
