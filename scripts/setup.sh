@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
 # Sets up everything loaderspec needs on a fresh machine, idempotently:
-#   - Java (Debian's openjdk-17-jre-headless) when `java` is missing, for TLC;
+#   - Java (Debian's openjdk-17-jre-headless) when `java` is missing, for TLC; with the docs extra,
+#     Graphviz and Chromium when missing (the documentation site's diagrams and screenshots);
 #   - a virtualenv in .venv with torch==2.13.0 (the CPU wheel; never a range, which would pull a
 #     multi-GB CUDA build), the test tools and loaderspec itself, editable.
 # Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
 # optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
-# has a StatefulDataLoader row), e.g. `LOADERSPEC_EXTRAS=torchdata,paddle bash scripts/setup.sh`.
+# has a StatefulDataLoader row; scripts/test.sh for `docs`, the site it builds), e.g.
+# `LOADERSPEC_EXTRAS=torchdata,paddle bash scripts/setup.sh`.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
 
-if ! command -v java >/dev/null 2>&1; then
-    echo "setup: java not found; installing Debian's openjdk-17-jre-headless" >&2
+# Debian's packages, each only when missing: Java for TLC; with the docs extra (what
+# scripts/test.sh asks for), Graphviz for the site's state diagrams and Chromium for its
+# screenshot test.
+extras=dev${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}
+debs=()
+command -v java >/dev/null 2>&1 || debs+=(openjdk-17-jre-headless)
+if [[ ",$extras," == *",docs,"* ]]; then
+    command -v dot >/dev/null 2>&1 || debs+=(graphviz)
+    command -v chromium >/dev/null 2>&1 || debs+=(chromium)
+fi
+if [ ${#debs[@]} -gt 0 ]; then
+    echo "setup: installing Debian's ${debs[*]}" >&2
     sudo_cmd=""
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${debs[@]}" >/dev/null
 fi
 
 python=${PYTHON:-python3}
@@ -24,7 +36,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # Reinstall only when the declared dependencies changed since the last setup, or an extra is asked
 # for that was not installed with them (one stamp per extra, so main.sh then test.sh installs once).
-extras=dev${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 stale=""
 for extra in ${extras//,/ }; do
