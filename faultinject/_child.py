@@ -118,7 +118,7 @@ def _settle_children(linger_s: float) -> list[int]:
     """Wait up to `linger_s` for the processes the target started to exit (not reaping them:
     a worker nobody joined must still show as a zombie); the pids still alive then.
     multiprocessing's helpers are not the target's workers and are not waited for."""
-    alive = [p.pid for p in processes.children() if not processes.is_mp_helper(p)]
+    alive = [p.pid for p in processes.children(helpers=False)]
     return processes.wait_gone(alive, linger_s)
 
 

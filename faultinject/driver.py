@@ -58,7 +58,7 @@ __all__ = [
 # fetch to start): the suite's MUST bound, 3 x torch's 5 s status-check interval.
 MUST_BOUND_S = 15.0
 # A constructor that rejects one of torch's arguments (TypeError's own wording, both spellings).
-_UNEXPECTED = re.compile(r"(?:unexpected keyword argument|got an unexpected) '?(\w+)'?")
+_UNEXPECTED = re.compile(r"unexpected keyword argument '?(\w+)'?")
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,8 @@ class Plan:
     worker death or a timeout), or `calls_after_error` calls after its first error.
     `calls_after_stop`: `next()` calls after StopIteration. `pause_s`: after each batch, wait up
     to that long for fetches beyond the prefetch window (an event `paused` counts them).
+    `fd_headroom`: the file descriptors the loader's process may still open (RLIMIT_NOFILE is
+    set that far above those open when the loader is built, whatever the harness inherited).
     `setup` / `teardown`: module-level callables run in the child before the loader is built /
     after it was dropped (an accelerator, a tracer).
     """
@@ -122,7 +124,7 @@ class Plan:
     tag_epochs: bool = False
     records: bool = False
     record_inits: bool = False
-    nofile: int | None = None
+    fd_headroom: int | None = None
     len_of_loader: bool = False
     in_thread: bool = False
     setup: Callable[[], Any] | None = None
@@ -143,8 +145,7 @@ def flat(batch: Any) -> list[Any]:
     """A batch as a flat list of plain values (tensors and arrays as numbers; bytes as their
     length, so a big item does not travel back; anything else as its repr)."""
     if hasattr(batch, "tolist"):
-        out = batch.tolist()
-        return out if isinstance(out, list) else [out]
+        batch = batch.tolist()
     if isinstance(batch, list | tuple):
         items: list[Any] = []
         for x in batch:
@@ -212,7 +213,7 @@ def _start_mp_helpers(method: Any) -> None:
 
 def _workers() -> list[int]:
     """Pids of the live processes this process started (multiprocessing's helpers aside)."""
-    return [p.pid for p in processes.children() if not processes.is_mp_helper(p)]
+    return [p.pid for p in processes.children(helpers=False)]
 
 
 # --------------------------------------------------------------------------- the child side
@@ -462,7 +463,9 @@ class _Driver:
     def play(self) -> None:
         plan = self.plan
         sandbox.mark_baseline()  # the set-up above (helpers, the record watch) is not a leak
-        limit = nofile(plan.nofile) if plan.nofile is not None else contextlib.nullcontext()
+        limit: Any = contextlib.nullcontext()
+        if plan.fd_headroom is not None:
+            limit = nofile(len(os.listdir("/proc/self/fd")) + plan.fd_headroom)
         with limit:
             loader = self.construct()
             if loader is None:

@@ -34,6 +34,7 @@ __all__ = [
     "is_mp_helper",
     "kill",
     "new_children",
+    "reap",
     "sigchld_deferred",
     "subreaper",
     "wait_blocked",
@@ -111,10 +112,23 @@ def _status(p: psutil.Process) -> str | None:
         return None
 
 
-def children(pid: int | None = None) -> list[psutil.Process]:
-    """Alive (not zombie) descendants of `pid` (default: this process), in pid order."""
+def children(pid: int | None = None, *, helpers: bool = True) -> list[psutil.Process]:
+    """Alive (not zombie) descendants of `pid` (default: this process), in pid order;
+    multiprocessing's own helpers (`is_mp_helper`) only with `helpers`."""
     alive = [p for p in _descendants(pid) if _status(p) not in (None, psutil.STATUS_ZOMBIE)]
+    if not helpers:
+        alive = [p for p in alive if not is_mp_helper(p)]
     return sorted(alive, key=lambda p: p.pid)
+
+
+def reap(pid: int) -> bool:
+    """`waitpid(pid, WNOHANG)`: True if `pid` was this process's child and is reaped now (False:
+    not ours, or still running)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
 
 
 def new_children(before: set[int], pid: int | None = None, *, exited: bool = False) -> list[int]:

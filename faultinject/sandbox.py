@@ -172,16 +172,6 @@ def _session(sid: int) -> dict[int, psutil.Process]:
     return out
 
 
-def _reap_if_ours(pid: int) -> bool:
-    """waitpid(pid, WNOHANG): True if it was our child and is reaped now (False: not ours, or
-    still running)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return False
-    return done == pid
-
-
 def _wait_child(pid: int, pidfd: int, timeout_s: float) -> int | None:
     """Reap our child `pid`, waiting at most `timeout_s` for it to exit; its status, or None."""
     select.select([pidfd], [], [], timeout_s)
@@ -362,7 +352,7 @@ class _Run:
             processes.wait_gone(targets, _REAP_S)
             pids = targets
             for pid in targets:
-                _reap_if_ours(pid)
+                processes.reap(pid)
 
     def close(self) -> None:
         for fd in (self.msg_r, self.ack_w, self.pidfd, *self.watch.values()):
@@ -383,7 +373,7 @@ def _wait_exits(
             if processes.is_gone(pid):
                 exits[pid] = max(0.0, time.monotonic() - t_ref)
                 pending.pop(pid)
-                _reap_if_ours(pid)
+                processes.reap(pid)
         left = deadline - time.monotonic()
         if not pending or left <= 0:
             break
@@ -556,7 +546,7 @@ def _parent_alive_elsewhere(p: psutil.Process) -> bool:
 def _stray_zombies(sid: int) -> list[int]:
     """Reap the session's zombies that are ours (orphans re-parented to this subreaper); return
     those that are not ours to reap (re-parented to an init that does not reap, for instance)."""
-    return [pid for pid, p in _session(sid).items() if _is_zombie(p) and not _reap_if_ours(pid)]
+    return [pid for pid, p in _session(sid).items() if _is_zombie(p) and not processes.reap(pid)]
 
 
 def _parent_outside(p: psutil.Process, session: set[int]) -> bool:

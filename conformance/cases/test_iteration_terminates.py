@@ -173,8 +173,8 @@ def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: G
 
 @pytest.mark.spec_property(PROP)
 def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade: Grade) -> None:
-    """RLIMIT_NOFILE=64 and 40 tensors per item: either every batch, or an error naming the
-    file-descriptor limit; never a hang.
+    """50 file descriptors to spare (RLIMIT_NOFILE) and 40 tensors per item: either every batch,
+    or an error naming the file-descriptor limit; never a hang.
 
     Property: IterationTerminates. Seed (torch NOTE "DataLoader on Linux and open files limit"):
     the file_descriptor sharing strategy needs one fd per tensor in flight.
@@ -186,7 +186,7 @@ def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade:
         deadline_s=20.0,
         n=8,
         item=Tensors(40),
-        nofile=64,
+        fd_headroom=50,
         max_errors=2,
         kwargs=kwargs(2, 2, batch_size=2),
     )
