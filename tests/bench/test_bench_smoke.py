@@ -10,9 +10,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from bench.proc import processes, wait_gone
 
 from bench import faults
-from bench.proc import processes, wait_gone
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]

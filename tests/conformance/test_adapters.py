@@ -11,7 +11,6 @@ import time
 import traceback
 from typing import Any
 
-import psutil
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
@@ -20,7 +19,7 @@ import faultinject
 from faultinject import processes, read_fetches, sandbox
 from faultinject.faults import Die, Hang
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
 
 
 @pytest.fixture(autouse=True)
@@ -31,31 +30,6 @@ def _reap_finished_workers():
     yield
     gc.collect()
     multiprocessing.active_children()  # joins every finished child it still holds
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_children():
-    """Fail a test that leaves a live child of the test process (the in-process paddle and
-    torchdata cases run to StopIteration, which must stop their workers); kill it by pid."""
-    before = {p.pid for p in processes.children()}
-    yield
-    gc.collect()
-    left = [
-        pid
-        for pid in processes.new_children(before)
-        if "resource_tracker" not in " ".join(_cmdline(pid))
-    ]
-    if left:
-        processes.kill(left, action=None)
-        processes.wait_gone(left, 10)
-        pytest.fail(f"the test left children behind: {left}")
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return []
 
 
 PADDLE = "conformance.adapters.paddle:Loader"
