@@ -64,6 +64,12 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _beyond(name: str, deadline_s: float, what: str, loader: str) -> Row:
+    """A figure in seconds that reached its deadline: a lower bound, the target missed."""
+    note = _join(f"> {deadline_s:g} s: {what}", _target_note(loader, None, TARGET_S, "s"))
+    return Row(SECTION, name, None, "s", note, bound=deadline_s)
+
+
 def _death_plan() -> Plan:
     """Two workers with a task in hand; after the first batch, one is SIGKILLed from outside;
     then `next()` until it raises, and up to `LATER_CALLS` calls after that."""
@@ -231,18 +237,8 @@ def orphan_exit(loader: str, state: str, runs: int, deadline_s: float) -> Row:
             figures.append(max(t for t in exits.values() if t is not None))
     detail = f"{runs} run(s) x {workers} workers"
     if stuck:
-        return Row(
-            SECTION,
-            name,
-            None,
-            "s",
-            _join(
-                f"> {deadline_s:g} s: {stuck} worker(s) still running at the deadline over "
-                f"{detail} (then killed by PID)",
-                _target_note(loader, None, TARGET_S, "s"),
-            ),
-            bound=deadline_s,
-        )
+        what = f"{stuck} worker(s) still running at the deadline over {detail} (then killed by PID)"
+        return _beyond(name, deadline_s, what, loader)
     value = _median(figures)
     return Row(
         SECTION,
@@ -282,17 +278,7 @@ def shutdown_stuck(loader: str, runs: int, deadline_s: float) -> Row:
             return Row(SECTION, name, None, "s", "n/a: no worker got stuck")
         drops = r.of(None, "dropped") + r.of(None, "loader_dropped")
         if len(drops) < 2:
-            return Row(
-                SECTION,
-                name,
-                None,
-                "s",
-                _join(
-                    f"> {deadline_s:g} s: del did not return",
-                    _target_note(loader, None, TARGET_S, "s"),
-                ),
-                bound=deadline_s,
-            )
+            return _beyond(name, deadline_s, "del did not return", loader)
         figures.append(sum(e["dt"] for e in drops))
         report = r.report
         if report is not None and (report.lingering or report.zombies):

@@ -4,7 +4,6 @@ constructor. Each part skips cleanly where its optional package is absent."""
 from __future__ import annotations
 
 import gc
-import importlib
 import multiprocessing
 import threading
 import time
@@ -16,7 +15,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 import faultinject
-from faultinject import processes, read_fetches, sandbox
+from faultinject import loaders, processes, read_fetches, sandbox
 from faultinject.faults import Die, Hang
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
@@ -76,8 +75,7 @@ def first_batches_then_drop(
 ) -> dict[str, Any]:
     """Take one batch, drop the iterator, then the loader; which workers outlived each drop
     (waiting up to the bound after each)."""
-    module, name = loader_path.split(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = loaders.resolve(loader_path)
     loader = cls(ds, batch_size=1, num_workers=2, multiprocessing_context="fork")
     before = {p.pid for p in processes.children()}
     it = iter(loader)
@@ -95,8 +93,7 @@ def first_batches_then_drop(
 def drain(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
     """Iterate the loader until it ends or raises; items, error and workers back. SIGCHLD is
     held back (a loader's handler may raise) everywhere but in the loop itself."""
-    module, name = loader_path.split(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = loaders.resolve(loader_path)
     items: list[Any] = []
     error = None
     with processes.sigchld_deferred() as held:

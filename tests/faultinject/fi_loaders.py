@@ -69,21 +69,25 @@ def _exit_now() -> None:
     """Return at once: the process exits, and stays a zombie until someone joins it."""
 
 
-class LeaksAProcess(DataLoader):
-    """Starts a helper process that never ends and never joins it (fork, so it is ours)."""
+class _StartsAHelper(DataLoader):
+    """Starts `helper` in a process (fork, so it is ours) and never joins it."""
+
+    helper: Any = None
 
     def __init__(self, dataset: Any, **kwargs: Any) -> None:
         super().__init__(dataset, **kwargs)
-        proc = multiprocessing.get_context("fork").Process(target=_sleep, daemon=False)
+        proc = multiprocessing.get_context("fork").Process(target=type(self).helper, daemon=False)
         proc.start()
         _KEPT.append(proc)
 
 
-class LeavesAZombie(DataLoader):
-    """Starts a helper process that exits at once and never joins it: a zombie."""
+class LeaksAProcess(_StartsAHelper):
+    """Its helper never ends."""
 
-    def __init__(self, dataset: Any, **kwargs: Any) -> None:
-        super().__init__(dataset, **kwargs)
-        proc = multiprocessing.get_context("fork").Process(target=_exit_now, daemon=False)
-        proc.start()
-        _KEPT.append(proc)
+    helper = staticmethod(_sleep)
+
+
+class LeavesAZombie(_StartsAHelper):
+    """Its helper exits at once: a zombie."""
+
+    helper = staticmethod(_exit_now)
