@@ -292,8 +292,10 @@ class _Driver:
         except NotImplementedError as exc:
             reason = str(exc) or f"{type(exc).__name__} from the constructor"
         except TypeError as exc:
+            # Python's own words for a keyword the constructor does not take, naming one the
+            # plan passed; any other TypeError is the loader's error, not a refusal.
             unexpected = _UNEXPECTED.search(str(exc))
-            if unexpected is None:
+            if unexpected is None or unexpected.group(1) not in self.plan.kwargs:
                 raise
             reason = loaders.MSG_UNSUPPORTED_ARG.format(name=unexpected.group(1))
         self.event(None, "refused", start, reason)
