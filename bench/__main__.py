@@ -23,7 +23,6 @@ import torch
 
 from bench import faults, throughput, transport
 from bench.loaders import LOADERS, unavailable_reason
-from bench.proc import become_subreaper
 from bench.rows import Row, render, to_json
 
 SECTIONS = ("transport", "throughput", "faults")
@@ -94,7 +93,6 @@ def main(argv: list[str] | None = None) -> int:
         rows += part
         print(render(part), flush=True)
     if "faults" in sections:
-        become_subreaper()  # orphaned workers are re-parented to us, so we reap them
         part = faults.rows(loaders, args.quick, deadline)
         rows += part
         print(render(part), flush=True)

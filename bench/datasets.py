@@ -1,27 +1,19 @@
-"""The benchmark's datasets: module-level, picklable (spawn works), bounded in time.
+"""The benchmark's workload: module-level, picklable (spawn works), bounded in time.
 
-Each one is the smallest thing that produces one workload or one fault; none knows which loader
-reads it. Anything that waits or spins stops by itself after ``MAX_STALL_S``, so a benchmark
-that failed to clean up cannot leave a process running for ever.
+The fault figures use faultinject's faulty datasets; this is the throughput workload only. Work
+stops by itself after ``MAX_STALL_S``, so a benchmark that failed to clean up cannot leave a
+process spinning for ever.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 import torch
 from torch.utils.data import Dataset
 
-# The longest any item may stall (hang or spin). Scenarios kill stalled workers long before.
+# The longest any item may work, in wall time.
 MAX_STALL_S = 120.0
-
-
-def spin(seconds: float) -> None:
-    """Busy-wait ``seconds`` of wall time: CPU work that no signal-free wait can interrupt."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def work(cpu_seconds: float) -> None:
@@ -52,82 +44,3 @@ class Floats(Dataset[torch.Tensor]):
         if self.cost_s:
             work(self.cost_s)
         return torch.full((self.width,), float(index))
-
-
-class Sleepy(Dataset[int]):
-    """``n`` items that each take ``delay_s`` of sleep: workers are always mid-task."""
-
-    def __init__(self, n: int, delay_s: float) -> None:
-        self.n = n
-        self.delay_s = delay_s
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        time.sleep(self.delay_s)
-        return index
-
-
-class HangAt(Dataset[int]):
-    """``n`` instant items, except ``index``: it writes ``<pid>\\n`` to the FIFO ``fifo``, then
-    sleeps (a stuck worker) for ``MAX_STALL_S``. The line says the worker is stuck *now*."""
-
-    def __init__(self, n: int, index: int, fifo: str) -> None:
-        self.n = n
-        self.index = index
-        self.fifo = fifo
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        if index == self.index:
-            with open(self.fifo, "w") as f:
-                f.write(f"{os.getpid()}\n")
-            time.sleep(MAX_STALL_S)
-        return index
-
-
-class Busy(Dataset[int]):
-    """Every item spins for ``MAX_STALL_S``, after writing ``<pid>\\n`` to the FIFO ``fifo``.
-
-    The line tells the benchmark (which holds the FIFO's read end) that this worker is inside
-    ``__getitem__`` before it kills the parent: an event, not a timing guess. Works for fork
-    and spawn workers alike, since a path crosses both.
-    """
-
-    def __init__(self, n: int, fifo: str) -> None:
-        self.n = n
-        self.fifo = fifo
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> int:
-        with open(self.fifo, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        spin(MAX_STALL_S)
-        return index
-
-
-class Blobs(Dataset[bytes]):
-    """Items of ``nbytes`` of plain bytes, after writing ``<pid>\\n`` to the FIFO ``fifo``.
-
-    Bytes, not tensors: torch moves a tensor through shared memory and a file descriptor, so
-    only a non-tensor payload fills its result pipe. A loader whose consumer reads nothing then
-    has workers blocked writing to a full pipe (or queued behind the one that is).
-    """
-
-    def __init__(self, n: int, nbytes: int, fifo: str) -> None:
-        self.n = n
-        self.nbytes = nbytes
-        self.fifo = fifo
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, index: int) -> bytes:
-        with open(self.fifo, "w") as f:
-            f.write(f"{os.getpid()}\n")
-        return bytes(self.nbytes)

@@ -1,47 +1,47 @@
 """Fault figures: worker-death report latency and later ``next()`` calls, orphan exit after the
 parent's SIGKILL (idle, busy in ``__getitem__``, blocked on a full pipe), stuck shutdown.
 
-Owns running each fault scenario (``bench.scenarios``) in a child per run, bounding it, and
-turning the runs into rows: one per figure and loader, the issue's target beside the
-reference's, then "ratio torch/<loader>" rows (above 1: the loader is faster than torch). Every
-wait has ``deadline_s``; a run that reaches it is reported as a lower bound (``> N s``, kept in
-``Row.bound`` so the ratio is "more than"), and everything the child started is then killed by
-PID."""
+Each run is one ``faultinject.driver`` plan played in a fresh interpreter (the sandbox's
+``start="spawn"``), the same harness the conformance suite and the spec scenarios use: the
+driver kills, waits and times inside the loader's process, the sandbox times the orphans' exits
+and reaps everything by PID. This module turns the runs into rows: one per figure and loader,
+the issue's target beside the reference's, then "ratio torch/<loader>" rows (above 1: the loader
+is faster than torch). Every wait is bounded; a run that reaches its deadline is reported as a
+lower bound (``> N s``, kept in ``Row.bound`` so the ratio is "more than")."""
 
 from __future__ import annotations
 
-import contextlib
-import os
-import select
 import statistics
-import tempfile
-import time
-from pathlib import Path
 from typing import Any
 
-from bench.proc import Child, processes, wait_gone
+from bench.loaders import LOADERS
 from bench.rows import Row, na
+from faultinject.driver import Await, Leave, Plan, Run, run
+from faultinject.faults import Hang
+from faultinject.plans import parent_dies_while
 
 SECTION = "faults"
-STARTUP_S = 90.0  # a child importing torch and starting workers on 2 loaded cores
+STARTUP_S = 30.0  # a spawned child's loader starting its workers on 2 loaded cores
+LATER_CALLS = 20  # next() calls after the worker-death error
+DEATH_ITEM_S = 0.02  # every item takes this long: the workers always have a task in hand
 
 
-def _startup(child: Child) -> tuple[list[int] | None, str | None]:
-    """Wait for the child's ``workers`` event; return the PIDs or the reason there are none."""
-    event = child.event(STARTUP_S)
-    if event is None:
-        return None, f"n/a: no workers within {STARTUP_S:.0f} s: {child.stderr_tail()}"
-    if event.get("event") != "workers":
-        return None, na(event.get("error", event))
-    pids = event["pids"]
-    child.remember(processes(pids))
-    if not pids:
-        return None, "n/a: the loader started no worker processes"
-    return pids, None
+def _play(loader: str, plan: Plan, deadline_s: float, **kw: Any) -> Run:
+    """`plan` against the loader called `loader` in `LOADERS`, in a fresh interpreter."""
+    return run(LOADERS[loader], plan, deadline_s=deadline_s, start="spawn", **kw)
 
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
+
+
+def _failed(r: Run) -> str | None:
+    """Why a run measured nothing (the loader refused, the scenario raised), or None."""
+    if r.refused:
+        return f"n/a: {r.refused}"
+    if r.report is not None and r.report.outcome == "raised":
+        return na((r.report.error or "").strip().splitlines()[-1])
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,6 +64,55 @@ def _join(*parts: str) -> str:
     return "; ".join(p for p in parts if p)
 
 
+def _beyond(name: str, deadline_s: float, what: str, loader: str) -> Row:
+    """A figure in seconds that reached its deadline: a lower bound, the target missed."""
+    note = _join(f"> {deadline_s:g} s: {what}", _target_note(loader, None, TARGET_S, "s"))
+    return Row(SECTION, name, None, "s", note, bound=deadline_s)
+
+
+def _death_plan() -> Plan:
+    """Two workers with a task in hand; after the first batch, one is SIGKILLed from outside;
+    then `next()` until it raises, and up to `LATER_CALLS` calls after that."""
+    return Plan(
+        n=10_000,
+        cost_s=DEATH_ITEM_S,
+        kwargs={"batch_size": 1, "num_workers": 2},
+        kill_worker_after=1,
+        max_errors=LATER_CALLS,
+        calls_after_error=LATER_CALLS,
+    )
+
+
+def _death(r: Run) -> dict[str, Any]:
+    """What one worker-death run showed: how the first call after the kill ended, and later."""
+    killed = r.first("killed")
+    if killed is None:
+        return {"outcome": "failed", "error": "no worker was killed"}
+    after = [e for e in r.calls() if e["t"] >= killed["t"]]
+    first = next((i for i, e in enumerate(after) if e["kind"] != "batch"), None)
+    if first is None:
+        return {"outcome": "hung"}
+    ended = after[first]
+    out: dict[str, Any] = {
+        "outcome": "raised" if ended["kind"] == "error" else "StopIteration",
+        "latency_s": ended["t"] - killed["t"],
+        "error": str(ended["value"] or ""),
+        "batches_after_kill": first,
+    }
+    later = after[first + 1 :]
+    if ended["kind"] == "error" and r.report is not None and r.report.outcome == "deadline":
+        out["later"] = {"outcome": "hung"}
+    elif ended["kind"] == "error":
+        batches = [e for e in later if e["kind"] == "batch"]
+        last = later[-1]["kind"] if later else "error"
+        out["later"] = {
+            "outcome": "batches" if batches else ("StopIteration" if last == "stop" else "raised"),
+            "batches": len(batches),
+            "first_s": later[0]["dt"] if later else 0.0,
+        }
+    return out
+
+
 def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
     """Two rows: median time from a worker's SIGKILL to ``next()`` raising (hangs counted), and
     what later ``next()`` calls did (raised at once, handed out batches, ended, or hung)."""
@@ -77,34 +126,28 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
     later = {"raised": 0, "batches": 0, "StopIteration": 0, "hung": 0}
     handed_out = 0
     for _ in range(runs):
-        spec = {"scenario": "worker_death", "loader": loader, "delay_s": 0.02}
-        with Child(spec) as child:
-            _pids, reason = _startup(child)
-            if reason:
-                return [
-                    Row(SECTION, name, None, "ms", reason),
-                    Row(SECTION, later_name, None, "ms", reason),
-                ]
-            event = child.event(deadline_s)
-            after = child.event(deadline_s) if event and event.get("outcome") == "raised" else None
-        if event is None:
+        r = _play(loader, _death_plan(), STARTUP_S + 2 * deadline_s)
+        reason = _failed(r)
+        if reason:
+            return [
+                Row(SECTION, name, None, "ms", reason),
+                Row(SECTION, later_name, None, "ms", reason),
+            ]
+        seen = _death(r)
+        if seen["outcome"] == "hung":
             hangs += 1
-        elif event.get("outcome") == "raised":
-            latencies.append(event["latency_s"] * 1000)
-            notes.append(event["error"])
-            if after is None:
-                later["hung"] += 1
-            elif after.get("event") != "later":  # an error outside next(): still an error
-                later["raised"] += 1
-            else:  # a batch handed out after the error is "not fail-stop", however it ended
-                later["batches" if after["batches"] else after["outcome"]] += 1
-                handed_out += after["batches"]
-                if after["outcome"] == "raised" and after["batches"] == 0:
-                    later_ms.append(after["first_s"] * 1000)
-        elif event.get("outcome") == "StopIteration":
+        elif seen["outcome"] == "raised":
+            latencies.append(seen["latency_s"] * 1000)
+            notes.append(seen["error"])
+            after = seen["later"]
+            later[after["outcome"]] += 1
+            handed_out += after.get("batches", 0)
+            if after["outcome"] == "raised":
+                later_ms.append(after["first_s"] * 1000)
+        elif seen["outcome"] == "StopIteration":
             silent += 1
-        else:  # the scenario itself failed (e.g. an asynchronous error outside next())
-            failed.append(na(event.get("error", event)))
+        else:
+            failed.append(na(seen["error"]))
     if failed and len(failed) == runs:
         return [
             Row(SECTION, name, None, "ms", failed[0]),
@@ -163,53 +206,6 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
     return [death, later_row]
 
 
-def _wait_lines(fifo_fd: int, pids: list[int], deadline: float) -> bool:
-    """Read worker PIDs from the FIFO until every one of ``pids`` has written, or the deadline."""
-    seen: set[int] = set()
-    buffer = b""
-    while not set(pids) <= seen:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        ready, _, _ = select.select([fifo_fd], [], [], left)
-        if not ready:
-            return False
-        with contextlib.suppress(BlockingIOError):
-            buffer += os.read(fifo_fd, 4096)
-        *lines, buffer = buffer.split(b"\n")
-        seen.update(int(line) for line in lines if line.strip())
-    return True
-
-
-def _in_pipe_write(pid: int) -> bool:
-    """Whether a thread of ``pid`` is blocked in the kernel writing to a full pipe (Linux)."""
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        with contextlib.suppress(OSError):
-            if "pipe_write" in (task / "wchan").read_text():
-                return True
-    return False
-
-
-BLOCKED_POLL_S = 0.01  # looking at /proc: the kernel sends no event for "blocked in write"
-
-
-def _wait_blocked(fifo_fd: int, pids: list[int], deadline: float) -> bool:
-    """Until every worker has fetched an item and a worker thread waits on a full pipe.
-
-    With one shared result pipe (torch) the other worker waits for the writer's lock, not in
-    ``pipe_write``; so one blocked writer is the condition, once every worker has fetched.
-    """
-    if not _wait_lines(fifo_fd, pids, deadline):
-        return False
-    while not any(_in_pipe_write(pid) for pid in pids):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
-        # Bounded look at kernel state; the FIFO is only the tick (its lines are not needed).
-        select.select([], [], [], min(left, BLOCKED_POLL_S))
-    return True
-
-
 STATES = {
     "idle": "idle",
     "busy": "busy in __getitem__",
@@ -224,28 +220,15 @@ def orphan_exit(loader: str, state: str, runs: int, deadline_s: float) -> Row:
     stuck = 0
     workers = 0
     for _ in range(runs):
-        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-            fifo = str(Path(tmp, "ready"))
-            os.mkfifo(fifo)
-            # O_RDWR: holding both ends, neither we nor a worker's open() ever blocks.
-            fifo_fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
-            try:
-                spec = {"scenario": "orphan", "loader": loader, "state": state, "fifo": fifo}
-                with Child(spec) as child:
-                    pids, reason = _startup(child)
-                    if reason:
-                        return Row(SECTION, name, None, "s", reason)
-                    assert pids is not None
-                    ready_by = time.monotonic() + STARTUP_S
-                    if state == "busy" and not _wait_lines(fifo_fd, pids, ready_by):
-                        return Row(SECTION, name, None, "s", "n/a: workers never became busy")
-                    if state == "blocked" and not _wait_blocked(fifo_fd, pids, ready_by):
-                        return Row(SECTION, name, None, "s", "n/a: no worker blocked on a pipe")
-                    procs = processes(pids)
-                    child.sigkill()
-                    exits = wait_gone(procs, deadline_s)
-            finally:
-                os.close(fifo_fd)
+        r = _play(loader, parent_dies_while(state), 2 * STARTUP_S, orphan_grace_s=deadline_s)
+        reason = _failed(r)
+        if reason:
+            return Row(SECTION, name, None, "s", reason)
+        if any(not e["value"] for e in r.of(0, "awaited")):
+            return Row(SECTION, name, None, "s", f"n/a: the workers never became {state}")
+        exits = {} if r.report is None else r.report.orphan_exit_s
+        if not exits:
+            return Row(SECTION, name, None, "s", "n/a: the loader started no worker processes")
         workers = len(exits)
         left = [pid for pid, t in exits.items() if t is None]
         if left:
@@ -254,18 +237,8 @@ def orphan_exit(loader: str, state: str, runs: int, deadline_s: float) -> Row:
             figures.append(max(t for t in exits.values() if t is not None))
     detail = f"{runs} run(s) x {workers} workers"
     if stuck:
-        return Row(
-            SECTION,
-            name,
-            None,
-            "s",
-            _join(
-                f"> {deadline_s:g} s: {stuck} worker(s) still running at the deadline over "
-                f"{detail} (then killed by PID)",
-                _target_note(loader, None, TARGET_S, "s"),
-            ),
-            bound=deadline_s,
-        )
+        what = f"{stuck} worker(s) still running at the deadline over {detail} (then killed by PID)"
+        return _beyond(name, deadline_s, what, loader)
     value = _median(figures)
     return Row(
         SECTION,
@@ -279,35 +252,37 @@ def orphan_exit(loader: str, state: str, runs: int, deadline_s: float) -> Row:
     )
 
 
+def _stuck_plan() -> Plan:
+    """Worker 1 hangs in `__getitem__` at item 1; once it does, drop the iterator (and then the
+    loader: torchdata's StatefulDataLoader keeps its iterator, so only both is a shutdown)."""
+    return Plan(
+        n=100,
+        faults=(Hang(1),),
+        kwargs={"batch_size": 1, "num_workers": 2},
+        leave={0: Leave("drop", 1)},
+        before_leave=Await("fault", index=1),
+    )
+
+
 def shutdown_stuck(loader: str, runs: int, deadline_s: float) -> Row:
     """Seconds for ``del it, loader`` to return with one worker stuck in ``__getitem__``."""
     name = f"shutdown (del it, loader) with a stuck worker ({loader})"
     figures: list[float] = []
     leftovers: list[str] = []
     for _ in range(runs):
-        spec: dict[str, Any] = {"scenario": "shutdown_stuck", "loader": loader}
-        with Child(spec) as child:
-            _pids, reason = _startup(child)
-            if reason:
-                return Row(SECTION, name, None, "s", reason)
-            event = child.event(deadline_s)
-        if event is None:
-            return Row(
-                SECTION,
-                name,
-                None,
-                "s",
-                _join(
-                    f"> {deadline_s:g} s: del did not return",
-                    _target_note(loader, None, TARGET_S, "s"),
-                ),
-                bound=deadline_s,
-            )
-        if event.get("event") != "shutdown":
-            return Row(SECTION, name, None, "s", na(event.get("error", event)))
-        figures.append(event["shutdown_s"])
-        if event["alive"] or event["zombies"]:
-            leftovers.append(f"{len(event['alive'])} alive, {len(event['zombies'])} zombie")
+        r = _play(loader, _stuck_plan(), STARTUP_S + deadline_s)
+        reason = _failed(r)
+        if reason:
+            return Row(SECTION, name, None, "s", reason)
+        if any(not e["value"] for e in r.of(0, "awaited")):
+            return Row(SECTION, name, None, "s", "n/a: no worker got stuck")
+        drops = r.of(None, "dropped") + r.of(None, "loader_dropped")
+        if len(drops) < 2:
+            return _beyond(name, deadline_s, "del did not return", loader)
+        figures.append(sum(e["dt"] for e in drops))
+        report = r.report
+        if report is not None and (report.lingering or report.zombies):
+            leftovers.append(f"{len(report.lingering)} alive, {len(report.zombies)} zombie")
     value = _median(figures)
     detail = (
         f"median; {runs} run(s); max {max(figures):.3f} s; left behind: "

@@ -1,5 +1,8 @@
 """Throughput: batches per second, each loader in its own child, interleaved over repeats.
 
+Each loader runs `measure` in a fresh interpreter (faultinject's sandbox, `start="spawn"`): the
+same harness as every other figure, which bounds the run and reaps what a loader leaves behind.
+
 Owns the workloads of the issue (cheap items: 64 floats, batch 4, 2 workers; costly items: 1 ms
 of CPU work each; 1 MB items; a single-process baseline) and the ratio rows. A rate is measured
 from the first batch to the last of one epoch (worker start-up excluded; it is reported
@@ -13,11 +16,16 @@ the share of the cores the loader gets, while the CPU per batch is what it costs
 
 from __future__ import annotations
 
+import gc
+import resource
 import statistics
+import time
 from typing import Any
 
-from bench.proc import Child
+from bench import datasets
+from bench.loaders import LOADERS
 from bench.rows import Row, na
+from faultinject import loaders, processes, sandbox
 
 SECTION = "throughput"
 
@@ -58,27 +66,74 @@ DESCRIPTIONS = {
 }
 
 
-def _run(loader: str, works: list[dict[str, Any]], deadline_s: float) -> dict[str, Any]:
-    """One child running every workload; workload -> event (or a reason string)."""
+def _self_cpu_s() -> float:
+    """CPU seconds (user + system) of this process, all its threads (the pin thread too)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of the children reaped so far (the workers, once joined)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _one(loader_cls: type, work: dict[str, Any]) -> dict[str, Any]:
+    """One epoch of `work`: batches/s from the first batch to the last, and CPU per batch."""
+    before = {p.pid for p in processes.children()}
+    spec = work["dataset"]
+    dataset = datasets.Floats(spec["n"], cost_s=spec.get("cost_s", 0.0), width=spec["width"])
+    loader = loader_cls(dataset, batch_size=work["batch_size"], num_workers=work["num_workers"])
+    kids_before = _children_cpu_s()
+    start = time.perf_counter()
+    it = iter(loader)
+    first = None
+    main_first = 0.0
+    count = 0
+    for _batch in it:
+        count += 1
+        if first is None:
+            first = time.perf_counter()
+            main_first = _self_cpu_s()
+    last = time.perf_counter()
+    main_cpu = _self_cpu_s() - main_first
+    del it, loader
+    gc.collect()
+    # Workers reaped at the epoch's end are in RUSAGE_CHILDREN (their start-up too).
+    workers_cpu = _children_cpu_s() - kids_before
+    return {
+        "batches": count,
+        "batches_per_s": (count - 1) / (last - first) if first is not None and count > 1 else None,
+        "startup_s": (first - start) if first is not None else None,
+        "leftover": len(processes.new_children(before)),
+        "main_cpu_per_batch_s": main_cpu / (count - 1) if count > 1 else None,
+        "workers_cpu_per_batch_s": workers_cpu / count if count else None,
+    }
+
+
+def measure(loader: str, works: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sandbox target: every workload against `loader`; workload -> figures (or a reason
+    string, for a loader that fails one)."""
+    loader_cls = loaders.resolve(loader)
     results: dict[str, Any] = {}
-    with Child({"scenario": "throughput", "loader": loader, "workloads": works}) as child:
-        while True:
-            event = child.event(deadline_s)
-            if event is None:
-                reason = f"n/a: no result within {deadline_s:g} s: {child.stderr_tail(200)}"
-                for work in works:
-                    results.setdefault(work["name"], reason)
-                return results
-            if event["event"] == "done":
-                return results
-            if event["event"] == "error" and "workload" not in event:
-                for work in works:
-                    results.setdefault(work["name"], na(event["error"]))
-                return results
-            if event["event"] == "error":
-                results[event["workload"]] = na(event["error"])
-            else:
-                results[event["workload"]] = event
+    for work in works:
+        try:
+            results[work["name"]] = _one(loader_cls, work)
+        except Exception as exc:  # a failing loader is a row with a reason, not a dead bench
+            results[work["name"]] = na(exc)
+    return results
+
+
+def _run(loader: str, works: list[dict[str, Any]], deadline_s: float) -> dict[str, Any]:
+    """One fresh interpreter running every workload; workload -> figures (or a reason)."""
+    report = sandbox.run(
+        measure, LOADERS[loader], works, deadline_s=deadline_s * len(works), start="spawn"
+    )
+    if report.outcome == "returned" and isinstance(report.value, dict):
+        return report.value
+    error = (report.error or report.outcome).strip().splitlines()[-1:] or [report.outcome]
+    reason = f"n/a: no result within {deadline_s:g} s per workload: {error[0][:200]}"
+    return dict.fromkeys((work["name"] for work in works), reason)
 
 
 def rows(loaders: dict[str, str | None], quick: bool, repeats: int, deadline_s: float) -> list[Row]:

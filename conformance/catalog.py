@@ -13,7 +13,7 @@ import pkgutil
 import re
 from pathlib import Path
 
-import conformance
+import conformance.cases
 
 BEGIN, END = "<!-- cases:begin -->", "<!-- cases:end -->"
 
@@ -21,10 +21,10 @@ BEGIN, END = "<!-- cases:begin -->", "<!-- cases:end -->"
 def cases() -> list[tuple[str, str, list[str], str, str]]:
     """(file, case, properties, description, guards) for every case, in file order."""
     rows = []
-    for info in sorted(pkgutil.iter_modules(conformance.__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules(conformance.cases.__path__), key=lambda m: m.name):
         if not info.name.startswith("test_"):
             continue
-        module = importlib.import_module(f"conformance.{info.name}")
+        module = importlib.import_module(f"conformance.cases.{info.name}")
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if not name.startswith("test_") or fn.__module__ != module.__name__:
                 continue

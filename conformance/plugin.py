@@ -1,12 +1,16 @@
 """pytest11 entry point of the conformance suite (``loaderspec_conformance``).
 
 Loaded in every pytest session of an environment where loaderspec is installed, so it stays cheap
-and silent unless the session is a conformance run: ``--loader`` was given, or a collected path
-lies inside the ``conformance`` package. Only then is the loader imported (bad values raise
-``pytest.UsageError`` naming the value, its source and the fix) and the header line printed.
+and silent unless the session is a conformance run: ``--loader`` or ``--conformance-report`` was
+given, or a collected path lies inside the ``conformance`` package. Only then is the loader
+imported (bad values raise ``pytest.UsageError`` naming the value, its source and the fix), the
+header line printed, and a ``ConformanceRun`` registered: the plugin object that holds the run's
+state (the loader, every case's graded outcome) and writes the report.
 
 Outcomes: a failed case is FAIL, a skipped one SKIP (with its reason), a passed case that recorded
 a SHOULD deviation through the ``grade`` fixture is NON-STRICT, any other passed case PASS.
+``report.json`` is rewritten after every case (a run killed at its time limit still reports what
+it finished); ``report.md`` and ``report.html`` are rendered once, when the run ends.
 """
 
 from __future__ import annotations
@@ -19,15 +23,12 @@ from typing import Any
 import pytest
 
 from conformance import loader_ref
-from conformance.grading import FAIL, NON_STRICT, PASS, SKIP, Grade
+from conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP, Grade
 from loaderspec.vocabulary import PROPERTY_NAMES, Level, property_named
 
 _PKG_DIR = Path(__file__).resolve().parent
-_CHOICE = pytest.StashKey[loader_ref.Choice]()
-_LOADER = pytest.StashKey[type]()
-_CASES = pytest.StashKey[dict[str, dict[str, Any]]]()
-_STARTED = pytest.StashKey[str]()
 _GRADE = pytest.StashKey[Grade]()
+RUN_PLUGIN = "loaderspec_conformance_run"
 
 MSG_UNKNOWN_PROPERTY = (
     "case {case} is marked spec_property({name!r}), which spec/ does not define; "
@@ -72,38 +73,26 @@ def _is_conformance_run(config: pytest.Config) -> bool:
     return False
 
 
+def _choose_and_import(config: pytest.Config) -> tuple[loader_ref.Choice, type]:
+    """Choose the loader (option, env, ini, default) and import it; a bad value is a usage
+    error naming it, where it came from and the fix."""
+    choice = loader_ref.choose(
+        config.getoption("loaderspec_loader"), config.getini(loader_ref.INI_KEY)
+    )
+    try:
+        return choice, loader_ref.resolve(choice)
+    except loader_ref.LoaderRefError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "spec_property(*names): the spec properties a conformance case checks"
     )
     config.addinivalue_line("markers", "quick: part of the quick (< 30 s) conformance selection")
-    if not _is_conformance_run(config):
-        return
-    _resolve_loader(config)
-    config.stash[_CASES] = {}
-    config.stash[_STARTED] = datetime.datetime.now(datetime.timezone.utc).isoformat(
-        timespec="seconds"
-    )
-
-
-def _resolve_loader(config: pytest.Config) -> None:
-    """Choose the loader (option, env, ini, default), import it, stash both; a bad value is a
-    usage error naming it, where it came from and the fix."""
-    choice = loader_ref.choose(
-        config.getoption("loaderspec_loader"), config.getini(loader_ref.INI_KEY)
-    )
-    try:
-        config.stash[_LOADER] = loader_ref.resolve(choice)
-    except loader_ref.LoaderRefError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.stash[_CHOICE] = choice
-
-
-def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    if _CHOICE not in config.stash:
-        return None
-    choice = config.stash[_CHOICE]
-    return [f"loaderspec conformance: loader {choice.value} (from {choice.source})"]
+    if _is_conformance_run(config):
+        choice, loader = _choose_and_import(config)
+        config.pluginmanager.register(ConformanceRun(config, choice, loader), RUN_PLUGIN)
 
 
 def _properties(item: pytest.Item) -> list[str]:
@@ -122,35 +111,25 @@ def _properties(item: pytest.Item) -> list[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check every case's spec_property markers (in any session: a typo is a usage error);
+    a conformance run records its cases."""
+    run = config.pluginmanager.get_plugin(RUN_PLUGIN)
     for item in items:
         props = _properties(item)
-        if not props or _CASES not in config.stash:
-            continue
-        must = any(property_named(p).level is Level.MUST for p in props)
-        config.stash[_CASES][item.nodeid] = {
-            "nodeid": item.nodeid,
-            "case": item.name,
-            "properties": props,
-            "level": (Level.MUST if must else Level.SHOULD).value,
-            "outcome": PASS,
-            "figures": [],
-            "detail": "",
-            "duration_s": 0.0,
-        }
+        if props and run is not None:
+            run.add_case(item, props)
 
 
 @pytest.fixture(scope="session")
 def loader_cls(request: pytest.FixtureRequest) -> type:
-    """The loader class under test (resolved once per session)."""
-    config = request.config
-    if _LOADER not in config.stash:
-        _resolve_loader(config)
-    return config.stash[_LOADER]
+    """The loader class under test (chosen and imported once per session)."""
+    run = request.config.pluginmanager.get_plugin(RUN_PLUGIN)
+    return run.loader if run is not None else _choose_and_import(request.config)[1]
 
 
 @pytest.fixture
 def grade(request: pytest.FixtureRequest) -> Grade:
-    """Record figures and SHOULD deviations of this case (see conformance.grading)."""
+    """Record figures and SHOULD deviations of this case (see conformance.harness.grading)."""
     g = Grade()
     request.node.stash[_GRADE] = g
     return g
@@ -191,68 +170,6 @@ def _detail(report: pytest.TestReport) -> str:
     return str(report.longrepr or "")
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    config = _session_config.get("config")
-    if config is None or _CASES not in config.stash:
-        return
-    case = config.stash[_CASES].get(report.nodeid)
-    if case is None:
-        return
-    case["ran"] = True
-    case["duration_s"] = round(case["duration_s"] + report.duration, 3)
-    g = _grade_of(report)
-    if g:
-        case["figures"] = g["figures"]
-    if report.failed:
-        case["outcome"] = FAIL
-        case["detail"] = _detail(report)
-    elif report.skipped and case["outcome"] != FAIL:
-        case["outcome"] = SKIP
-        case["detail"] = _detail(report).removeprefix("Skipped: ")
-    elif report.when == "call" and g and g["non_strict"] and case["outcome"] == PASS:
-        case["outcome"] = NON_STRICT
-        case["detail"] = "; ".join(g["non_strict"])
-    if report.when == "teardown":
-        # After every case, so a run killed from outside (a loader that hangs a whole run past
-        # `loaderspec report`'s limit) still leaves the cases it finished.
-        _write_results(config, complete=False)
-
-
-# pytest_runtest_logreport gets no config argument; the session's config is kept here.
-_session_config: dict[str, pytest.Config] = {}
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    _session_config["config"] = session.config
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    _session_config.pop("config", None)
-    _write_results(session.config, complete=True)
-
-
-def _write_results(config: pytest.Config, complete: bool) -> None:
-    out = config.getoption("loaderspec_report")
-    if not out or _CASES not in config.stash:
-        return
-    from conformance import results  # only when a report is asked for
-
-    choice = config.stash[_CHOICE]
-    data = {
-        "loader": choice.value,
-        "loader_source": choice.source,
-        "started": config.stash[_STARTED],
-        "complete": complete,
-        "versions": _versions(),
-        "cases": [
-            {k: v for k, v in c.items() if k != "ran"}
-            for c in config.stash[_CASES].values()
-            if c.get("ran")
-        ],
-    }
-    results.write(Path(out), data)
-
-
 def _versions() -> dict[str, str]:
     found = {"python": sys.version.split()[0]}
     for name in ("torch", "torchdata", "paddle", "loaderspec"):
@@ -261,3 +178,79 @@ def _versions() -> dict[str, str]:
         if version:
             found[name] = str(version)
     return found
+
+
+class ConformanceRun:
+    """One conformance run: the loader under test, each case's graded outcome, the report."""
+
+    def __init__(self, config: pytest.Config, choice: loader_ref.Choice, loader: type) -> None:
+        self.config = config
+        self.choice = choice
+        self.loader = loader
+        self.cases: dict[str, dict[str, Any]] = {}
+        self.started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        out = config.getoption("loaderspec_report")
+        self.report_dir = Path(out) if out else None
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        return [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
+
+    def add_case(self, item: pytest.Item, props: list[str]) -> None:
+        """Grade `item`, which checks the spec properties `props` (PASS until it reports)."""
+        must = any(property_named(p).level is Level.MUST for p in props)
+        self.cases[item.nodeid] = {
+            "nodeid": item.nodeid,
+            "case": item.name,
+            "properties": props,
+            "level": (Level.MUST if must else Level.SHOULD).value,
+            "outcome": PASS,
+            "figures": [],
+            "detail": "",
+            "duration_s": 0.0,
+        }
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        case = self.cases.get(report.nodeid)
+        if case is None:
+            return
+        case["ran"] = True
+        case["duration_s"] = round(case["duration_s"] + report.duration, 3)
+        g = _grade_of(report)
+        if g:
+            case["figures"] = g["figures"]
+        if report.failed:
+            case["outcome"] = FAIL
+            case["detail"] = _detail(report)
+        elif report.skipped and case["outcome"] != FAIL:
+            case["outcome"] = SKIP
+            case["detail"] = _detail(report).removeprefix("Skipped: ")
+        elif report.when == "call" and g and g["non_strict"] and case["outcome"] == PASS:
+            case["outcome"] = NON_STRICT
+            case["detail"] = "; ".join(g["non_strict"])
+        if report.when == "teardown" and self.report_dir is not None:
+            # After every case, so a run killed from outside (a loader that hangs a whole run
+            # past `loaderspec report`'s limit) still leaves the cases it finished.
+            from conformance.harness.report import write_json
+
+            write_json(self.report_dir, self.results(complete=False))
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.report_dir is not None:
+            from conformance.harness.report import write_report
+
+            write_report(self.report_dir, self.results(complete=True))
+
+    def results(self, complete: bool) -> dict[str, Any]:
+        """The run's report.json (the contract in docs/contracts.md)."""
+        return {
+            "loader": self.choice.value,
+            "loader_source": self.choice.source,
+            "started": self.started,
+            "complete": complete,
+            "versions": _versions(),
+            "cases": [
+                {k: v for k, v in c.items() if k != "ran"}
+                for c in self.cases.values()
+                if c.get("ran")
+            ],
+        }

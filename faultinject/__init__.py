@@ -5,16 +5,23 @@ Usable on its own (docs/faultinject.md). The parts:
 * `faultinject.faults`: what goes wrong (`Die`, `Hang`, `Sleep`, `Raise`, `RaiseUnrebuildable`,
   `Unpicklable`, `SkewWorker`).
 * `faultinject.datasets`: `FaultyDataset` (map-style) and `FaultyIterable` (uneven shards) carry
-  them into the loader's workers; `faultinject.collate(...)` is a collate_fn that can die.
-* `faultinject.records`: which worker fetched what, when (`read_fetches`).
+  them into the loader's workers; `faultinject.collate(...)` is a collate_fn that can die or
+  raise, `faultinject.worker_init(...)` a worker_init_fn that records and can raise.
+* `faultinject.records`: which worker fetched what, when (`read_fetches`), and a bounded wait
+  for it (`RecordWatch`).
 * `faultinject.processes`: outside faults by pid (psutil descendants, never private attributes);
-  `sigchld_deferred()` keeps a loader's SIGCHLD handler from raising in a scenario's bookkeeping.
+  `sigchld_deferred()` keeps a loader's SIGCHLD handler from raising in a scenario's bookkeeping;
+  `is_mp_helper`, `blocked_in_pipe_write`: the process predicates.
 * `faultinject.limits`: `nofile(n)`, `small_shm()`.
 * `faultinject.sandbox`: `run(target, ..., deadline_s=...)` in a session of its own; reports and
   reaps what is left.
+* `faultinject.loaders`: a loader class by its `"pkg.mod:Class"` name, and what it says of itself
+  (`unsupported`, `workers_die_with`).
+* `faultinject.driver`: `run(loader, Plan(...))` plays the user's moves against any loader in a
+  sandbox and returns what the user saw (`Run`).
 
-The parts that need torch (`datasets`, `collate`) are imported on first use, so a sandbox child
-started with `start="spawn"` does not pay for importing torch unless its target does.
+The parts that need torch (`datasets`, `collate`, `worker_init`) are imported on first use, so a
+sandbox child started with `start="spawn"` does not pay for importing torch unless its target does.
 """
 
 from __future__ import annotations
@@ -22,8 +29,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from faultinject import faults, limits, processes, records, sandbox
+from faultinject import driver, faults, limits, loaders, processes, records, sandbox
 from faultinject.faults import (
+    EVERY,
     Die,
     Hang,
     InjectedError,
@@ -36,10 +44,11 @@ from faultinject.faults import (
     UnrebuildableError,
 )
 from faultinject.limits import Unsupported
-from faultinject.records import Fetch, read_fetches
+from faultinject.records import Fetch, RecordWatch, read_fetches
 from faultinject.sandbox import SandboxReport, kill_self
 
 __all__ = [
+    "EVERY",
     "Die",
     "FaultyCollate",
     "FaultyDataset",
@@ -49,6 +58,7 @@ __all__ = [
     "InjectedError",
     "Raise",
     "RaiseUnrebuildable",
+    "RecordWatch",
     "SandboxReport",
     "SkewWorker",
     "Sleep",
@@ -58,13 +68,16 @@ __all__ = [
     "Unsupported",
     "collate",
     "datasets",
+    "driver",
     "faults",
     "kill_self",
     "limits",
+    "loaders",
     "processes",
     "read_fetches",
     "records",
     "sandbox",
+    "worker_init",
 ]
 
 # name -> (module, attribute or None for the module itself); these import torch.
@@ -74,6 +87,7 @@ _LAZY = {
     "FaultyIterable": ("faultinject.datasets", "FaultyIterable"),
     "collate": ("faultinject._collate", "collate"),
     "FaultyCollate": ("faultinject._collate", "FaultyCollate"),
+    "worker_init": ("faultinject._worker_init", "worker_init"),
 }
 
 

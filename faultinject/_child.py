@@ -3,8 +3,9 @@
 Runs in the sandbox child (forked from the harness, or a fresh interpreter started with
 `python -c "from faultinject._child import spawn_main; spawn_main()"`), after it became the leader
 of its own session. It sends the harness: `("started", t)` when the target is about to run,
-`("kill_self", t, pids)` before a parent-death scenario SIGKILLs it, and `("result", ...)` with the
-outcome and the leaks measured here (fds and threads: only the process itself can see those).
+`("note", t, payload)` for each `note()` the target makes, `("kill_self", t, pids)` before a
+parent-death scenario SIGKILLs it, and `("result", ...)` with the outcome and the leaks measured
+here (fds, threads and unreaped children: only the process itself can see those).
 """
 
 from __future__ import annotations
@@ -19,19 +20,17 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from faultinject import _wire, processes, trace
 
-__all__ = ["in_sandbox", "kill_self"]
+__all__ = ["in_sandbox", "kill_self", "mark_baseline", "note"]
 
 # Set in the sandbox child only: (message fd to the harness, ack fd from the harness).
 _channel: tuple[int, int] | None = None
 
 # How long kill_self waits for the harness to acknowledge the pids it will watch.
 _ACK_TIMEOUT_S = 10.0
-# How long, at most, the threads the target started get to end before leaks are measured.
-_SETTLE_S = 1.0
 
 
 def in_sandbox() -> bool:
@@ -40,6 +39,28 @@ def in_sandbox() -> bool:
 
 
 _child_pid = -1
+# What the target's set-up opened and started (fds, threads): not counted as leaks.
+_baseline: tuple[dict[int, str], dict[int, str]] = ({}, {})
+
+
+def note(payload: Any) -> None:
+    """From inside the target: send the harness `payload` at once (it lands in the report's
+    `notes`, in order), so a scenario that later hangs or dies still leaves its record.
+
+    Raises:
+        RuntimeError: not called in a sandbox child.
+    """
+    if not in_sandbox() or _channel is None:
+        raise RuntimeError("faultinject.sandbox.note() only works inside sandbox.run's child")
+    _wire.send(_channel[0], ("note", time.monotonic(), payload))
+
+
+def mark_baseline() -> None:
+    """From inside the target: what is open and running now (files, pipes, threads, e.g. the
+    resource tracker a spawn context starts) is the scenario's own set-up, not the loader's:
+    leaks are measured against this moment instead of the target's start."""
+    global _baseline
+    _baseline = (_fds(), _threads())
 
 
 def kill_self() -> None:
@@ -75,15 +96,15 @@ def _threads() -> dict[int, str]:
     return {t.ident or 0: t.name for t in threading.enumerate()}
 
 
-def _settle(threads_before: dict[int, str]) -> None:
-    """Give the threads the target started a bounded moment to finish what they were told.
+def _settle(threads_before: dict[int, str], bound_s: float) -> None:
+    """Give the threads the target started `bound_s` in all to finish what they were told.
 
     A loader's shutdown closes its queues asynchronously: `multiprocessing.Queue.close()` only
     hands its feeder thread a sentinel, and that thread closes both ends of the queue's pipe on
-    its way out. Joined here (at most `_SETTLE_S` in all), such threads and fds are not counted
+    its way out. Joined here (for `linger_s` at most, in all), such threads and fds are not counted
     as leaks; a thread still alive after the bound is one.
     """
-    deadline = time.monotonic() + _SETTLE_S
+    deadline = time.monotonic() + bound_s
     for t in threading.enumerate():
         if t.ident in threads_before or t is threading.current_thread():
             continue
@@ -93,14 +114,37 @@ def _settle(threads_before: dict[int, str]) -> None:
         t.join(left)
 
 
-def run_job(out_fd: int, ack_fd: int, job: tuple[Callable[..., Any], tuple, dict]) -> int:
+def _settle_children(linger_s: float) -> list[int]:
+    """Wait up to `linger_s` for the processes the target started to exit (not reaping them:
+    a worker nobody joined must still show as a zombie); the pids still alive then.
+    multiprocessing's helpers are not the target's workers and are not waited for."""
+    alive = [p.pid for p in processes.children(helpers=False)]
+    return processes.wait_gone(alive, linger_s)
+
+
+class Job(NamedTuple):
+    """What the child runs: `target(*args, **kwargs)`, then `linger_s` for its processes to
+    exit; as a child subreaper with `subreaper`."""
+
+    target: Callable[..., Any]
+    args: tuple
+    kwargs: dict[str, Any]
+    linger_s: float
+    subreaper: bool
+
+
+def run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     """Run the target and send the result; return the exit code the child should use."""
-    global _channel, _child_pid
+    with processes.subreaper() if job.subreaper else contextlib.nullcontext():
+        return _run_job(out_fd, ack_fd, job)
+
+
+def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
+    global _channel, _child_pid, _baseline
     _channel = (out_fd, ack_fd)
     _child_pid = os.getpid()
-    target, args, kwargs = job
-    fds_before = _fds()
-    threads_before = _threads()
+    target, args, kwargs, linger_s, _ = job
+    _baseline = (_fds(), _threads())
     _wire.send(out_fd, ("started", time.monotonic()))
     value: Any = None
     payload: bytes | None = None
@@ -115,10 +159,16 @@ def run_job(out_fd: int, ack_fd: int, job: tuple[Callable[..., Any], tuple, dict
             payload = pickle.dumps(value)
         except Exception as exc:
             error = f"the target's return value could not be pickled: {exc!r}"
+    if threading.current_thread() is threading.main_thread():
+        # The target is over: a loader's SIGCHLD handler (torch raises its worker-death error
+        # from one, in the main thread, wherever it is) must not cut the report short.
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # Drop what the target left us before measuring, as torch's own exit tests do.
     value = None
     gc.collect()
-    _settle(threads_before)
+    fds_before, threads_before = _baseline
+    _settle(threads_before, linger_s)
+    lingering = _settle_children(linger_s)
     fds_after = _fds()
     leaked_fds = [
         f"{fd} -> {path}"
@@ -133,7 +183,7 @@ def run_job(out_fd: int, ack_fd: int, job: tuple[Callable[..., Any], tuple, dict
     )
     zombie_pids = processes.zombies()
     descendants = [p.pid for p in processes.children()]
-    result = (payload, error, leaked_fds, leaked_threads, zombie_pids, descendants)
+    result = (payload, error, leaked_fds, leaked_threads, zombie_pids, descendants, lingering)
     _wire.send(out_fd, ("result", time.monotonic(), *result))
     return 0 if error is None else 1
 

@@ -1,7 +1,9 @@
-"""`faultinject.collate(...)`: a collate_fn that can die, and that lets unpicklable items through.
+"""`faultinject.collate(...)`: a collate_fn that can die or raise, and that lets unpicklable items
+through.
 
 Collate runs in the worker that fetched the batch, right after the fetches, so a dataset arms a
-`Die(point="in_collate")` in its own process and the collate function fires it there.
+`Die(point="in_collate")` (or `Raise(point="in_collate")`) in its own process and the collate
+function fires it there.
 """
 
 from __future__ import annotations
@@ -13,25 +15,27 @@ from typing import Any
 from torch.utils.data import default_collate
 
 from faultinject import _fire
-from faultinject.faults import Die, UnpicklableItem
+from faultinject.faults import Die, Raise, UnpicklableItem
 
 __all__ = ["FaultyCollate", "collate"]
 
 
 class FaultyCollate:
-    """Picklable collate_fn: fires its `in_collate` faults, passes batches holding an
-    `UnpicklableItem` or `bytes` through as a list (so the *put* fails or blocks, not collate),
-    and otherwise calls `base` (torch's `default_collate`)."""
+    """Picklable collate_fn: fires its `in_collate` faults (`Die`, `Raise`), passes batches
+    holding an `UnpicklableItem` or `bytes` through as a list (so the *put* fails or blocks, not
+    collate), and otherwise calls `base` (torch's `default_collate`)."""
 
     def __init__(
         self,
-        faults: tuple[Die, ...],
+        faults: tuple[Die | Raise, ...],
         base: Callable[[list[Any]], Any] | None,
         state_dir: str | None,
     ) -> None:
         for f in faults:
-            if not isinstance(f, Die) or f.point != "in_collate":
-                raise ValueError(f"collate() takes Die(point='in_collate') faults, got {f!r}")
+            if not isinstance(f, Die | Raise) or f.point != "in_collate":
+                raise ValueError(
+                    f"collate() takes Die or Raise faults with point='in_collate', got {f!r}"
+                )
         self.faults = faults
         self.base = base
         self.state_dir = state_dir
@@ -39,23 +43,24 @@ class FaultyCollate:
     def __call__(self, batch: list[Any]) -> Any:
         values = list(batch)
         for f in self.faults:
-            if (
-                _fire.may_fire_here(f)
-                and _fire.take_armed(values, f.at)
-                and _fire.claim_once(self.state_dir, f, None)
-            ):
-                _fire.fire_die(f)
+            if isinstance(f, Die) and not _fire.may_fire_here(f):
+                continue
+            if _fire.take_armed(values, f.at) and _fire.claim_once(self.state_dir, f, None):
+                if isinstance(f, Die):
+                    _fire.fire_die(f)
+                else:
+                    _fire.fire_raise(f)
         if any(isinstance(v, UnpicklableItem | bytes) for v in values):
             return values
         return (self.base or default_collate)(batch)
 
 
 def collate(
-    *faults: Die,
+    *faults: Die | Raise,
     base: Callable[[list[Any]], Any] | None = None,
     state_dir: str | os.PathLike[str] | None = None,
 ) -> FaultyCollate:
-    """A collate_fn carrying `faults` (each `Die(at, point="in_collate")`).
+    """A collate_fn carrying `faults` (each `Die` or `Raise` with `point="in_collate"`).
 
     Pass the same Die to the dataset too: the dataset arms it when it fetches `at` (any item
     type); alone, collate fires on a batch holding the int `at`. A once-only Die needs

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from torch.utils.data import get_worker_info
 
-from faultinject import trace
+from faultinject import processes, trace
 from faultinject.faults import Die, Fault, Hang, Raise, RaiseUnrebuildable, UnrebuildableError
 from faultinject.records import Fetch, write_fetch
 
@@ -102,20 +102,6 @@ def take_armed(values: list[object], at: int) -> bool:
     return any(type(v) is int and v == at for v in values)
 
 
-def _pipe_write_blocked(own_tid: int) -> bool:
-    """True if a thread of this process (other than `own_tid`) sleeps in a pipe write."""
-    with contextlib.suppress(OSError):
-        for tid in os.listdir("/proc/self/task"):
-            if int(tid) == own_tid:
-                continue
-            with contextlib.suppress(OSError):
-                wchan = Path(f"/proc/self/task/{tid}/wchan").read_text()
-                # 'pipe_write' (<= 6.x), 'anon_pipe_write' (6.16+), 'pipe_wait' (< 5.5).
-                if "pipe_write" in wchan or "pipe_wait" in wchan:
-                    return True
-    return False
-
-
 # Where a worker's loop sleeps while it waits for its next index: a poll or select on its
 # index queue (torch, torchdata, paddle) or a blocking pipe read (the reference loader).
 _IDLE_WCHANS = (
@@ -166,10 +152,10 @@ def die_when_blocked(fault: Die, record_dir: str | None, index: int, k: int | No
     def watch() -> None:
         me = threading.get_native_id()
         deadline = time.monotonic() + fault.blocked_wait_s
-        blocked = _pipe_write_blocked(me)
+        blocked = processes.blocked_in_pipe_write(os.getpid(), except_tid=me)
         while not blocked and time.monotonic() < deadline:
             time.sleep(_WCHAN_POLL_S)
-            blocked = _pipe_write_blocked(me)
+            blocked = processes.blocked_in_pipe_write(os.getpid(), except_tid=me)
         name = "Die:blocked_put" if blocked else "Die:blocked_put:unblocked"
         record_fault(record_dir, name, index, k)
         fire_die(fault)

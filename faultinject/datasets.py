@@ -16,10 +16,12 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from faultinject import _fire
 from faultinject.faults import (
+    EVERY,
     Die,
     Fault,
     Hang,
@@ -32,7 +34,7 @@ from faultinject.faults import (
 )
 from faultinject.records import Fetch, next_epoch_hint, write_fetch
 
-__all__ = ["SHARD_STRIDE", "FaultyDataset", "FaultyIterable", "identity"]
+__all__ = ["SHARD_STRIDE", "EpochTagged", "FaultyDataset", "FaultyIterable", "Tensors", "identity"]
 
 # FaultyIterable's item values: shard w yields w * SHARD_STRIDE + k.
 SHARD_STRIDE = 1_000_000
@@ -41,6 +43,31 @@ SHARD_STRIDE = 1_000_000
 def identity(index: int) -> int:
     """The default item: the index itself (module-level, so it pickles)."""
     return index
+
+
+class EpochTagged:
+    """An `item` for `FaultyDataset`: index -> `[index, epoch]`, the epoch read from the file
+    `path` when the item is fetched. Whoever drives the loader writes the epoch there before each
+    `iter()`, so a batch handed out in epoch e says which epoch fetched it (stale epochs)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+
+    def __call__(self, index: int) -> list[int]:
+        with open(self.path) as f:
+            return [index, int(f.read() or 0)]
+
+
+class Tensors:
+    """An `item` for `FaultyDataset`: index -> `count` one-element tensors. Under torch's
+    `file_descriptor` sharing strategy each tensor in flight holds a file descriptor, so a few
+    such items exhaust a low RLIMIT_NOFILE (pytorch#973)."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def __call__(self, index: int) -> list[torch.Tensor]:
+        return [torch.full((1,), float(index)) for _ in range(self.count)]
 
 
 def _remove_dir(path: str, owner_pid: int) -> None:
@@ -79,21 +106,23 @@ class _Faulty:
         if self.state_dir is not None:
             os.makedirs(self.state_dir, exist_ok=True)
 
-    def _record(self, index: int, k: int | None) -> None:
+    def _record(self, index: int, k: int | None, event: str = "fetch") -> None:
         if self.record_dir is None:
             return
-        hint = next_epoch_hint(self.record_dir, index)
+        hint = next_epoch_hint(self.record_dir, index) if event == "fetch" else -1
         wid = _fire.worker_id()
-        write_fetch(self.record_dir, Fetch(time.monotonic(), os.getpid(), wid, index, hint, k=k))
+        fetch = Fetch(time.monotonic(), os.getpid(), wid, index, hint, event=event, k=k)
+        write_fetch(self.record_dir, fetch)
 
     def _fault_record(self, name: str, index: int, k: int | None) -> None:
         _fire.record_fault(self.record_dir, name, index, k)
 
     def _fetch(self, at: int, index: int, k: int | None, make: Callable[[], Any]) -> Any:
-        """Produce one item: skew, record, cost, the faults for position `at`, then `make()`.
+        """Produce one item: skew, record, cost, the faults for position `at`, then `make()`,
+        then the `"fetched"` record.
 
-        `at` is what faults match (the index, or the position in the shard); `index` is what the
-        records call the item.
+        `at` is what faults match (the index, or the position in the shard; a fault at `EVERY`
+        matches all); `index` is what the records call the item.
         """
         wid = _fire.worker_id()
         for f in self.faults:
@@ -102,12 +131,13 @@ class _Faulty:
         self._record(index, k)
         if self.cost_s > 0:
             time.sleep(self.cost_s)
-        mine = [f for f in self.faults if not isinstance(f, SkewWorker) and f.at == at]
+        mine = [f for f in self.faults if not isinstance(f, SkewWorker) and f.at in (at, EVERY)]
         for f in mine:
             self._before(f, index, k)
         item = make()
         for f in mine:
             item = self._after(f, index, k, item)
+        self._record(index, k, "fetched")
         return item
 
     def _before(self, f: Fault, index: int, k: int | None) -> None:
@@ -123,7 +153,9 @@ class _Faulty:
             if _fire.claim_once(self.state_dir, f, k):
                 self._fault_record("Sleep", index, k)
                 time.sleep(f.seconds)
-        elif isinstance(f, Raise | RaiseUnrebuildable) and _fire.claim_once(self.state_dir, f, k):
+        elif (
+            isinstance(f, RaiseUnrebuildable) or (isinstance(f, Raise) and f.point == "in_fetch")
+        ) and _fire.claim_once(self.state_dir, f, k):
             self._fault_record(type(f).__name__, index, k)
             _fire.fire_raise(f)
 
@@ -131,6 +163,8 @@ class _Faulty:
         if isinstance(f, Unpicklable) and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Unpicklable", index, k)
             return UnpicklableItem(index)
+        if isinstance(f, Raise) and f.point == "in_collate":
+            _fire.arm_collate(f.at)  # once-only is claimed by collate, where it fires
         if not isinstance(f, Die) or not _fire.may_fire_here(f):
             return item
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):

@@ -6,9 +6,10 @@ spawn or forkserver. Firing them is `faultinject._fire`'s job; this module must 
 datasets, loaders or processes.
 
 `at` is the dataset index for a map-style dataset and the item number within one worker's shard
-for an iterable one. `once=True` makes a fault fire only the first time its item is reached, across
-every process that shares the dataset's state dir (an `O_EXCL` marker file), so a re-run of the
-same index (a retry, a new epoch, a fresh worker) does not fire it again.
+for an iterable one (`EVERY`: every item). `once=True` makes a fault fire only the first time its
+item is reached, across every process that shares the dataset's state dir (an `O_EXCL` marker
+file), so a re-run of the same index (a retry, a new epoch, a fresh worker) does not fire it
+again.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Literal
 
 __all__ = [
     "DIE_POINTS",
+    "EVERY",
+    "RAISE_POINTS",
     "Die",
     "Fault",
     "Hang",
@@ -34,6 +37,11 @@ __all__ = [
 
 DiePoint = Literal["before_fetch", "after_fetch", "in_collate", "blocked_put", "idle"]
 DIE_POINTS: tuple[str, ...] = ("before_fetch", "after_fetch", "in_collate", "blocked_put", "idle")
+RaisePoint = Literal["in_fetch", "in_collate", "in_worker_init"]
+RAISE_POINTS: tuple[str, ...] = ("in_fetch", "in_collate", "in_worker_init")
+
+# A fault's `at` that matches every item (no dataset index or shard position is negative).
+EVERY = -1
 
 # A result this large cannot fit in a pipe (64 KiB by default, at most /proc/sys/fs/pipe-max-size,
 # 1 MiB by default), so the writer blocks until someone reads.
@@ -131,13 +139,23 @@ class Sleep:
 
 @dataclass(frozen=True)
 class Raise:
-    """Fetching item `at` raises `exc_type(message)`; `message` defaults to one naming the item.
-    `exc_type` must be importable (module-level) to reach the main process."""
+    """Item `at` raises `exc_type(message)`; `message` defaults to one naming the item.
+    `exc_type` must be importable (module-level) to reach the main process.
+
+    `point` says where: `"in_fetch"` (inside `__getitem__` / the iterator), `"in_collate"`
+    (inside `faultinject.collate(...)`, collating the batch holding `at`) or `"in_worker_init"`
+    (inside `faultinject.worker_init(...)`; `at` is then the worker id).
+    """
 
     at: int
     exc_type: type[BaseException] = InjectedError
     message: str | None = None
     once: bool = False
+    point: RaisePoint = "in_fetch"
+
+    def __post_init__(self) -> None:
+        if self.point not in RAISE_POINTS:
+            raise ValueError(f"Raise.point must be one of {RAISE_POINTS}, got {self.point!r}")
 
     def text(self) -> str:
         """The message the exception carries."""

@@ -8,9 +8,12 @@ pidfd (Linux >= 5.3) wakes the waiter at the exit itself, with a short poll as t
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import select
 import signal as _signal
+import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -28,15 +31,44 @@ __all__ = [
     "children",
     "descendant_pids",
     "is_gone",
+    "is_mp_helper",
     "kill",
     "new_children",
+    "reap",
     "sigchld_deferred",
+    "subreaper",
     "wait_blocked",
     "wait_gone",
     "zombies",
 ]
 
 _POLL_S = 0.005
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name, use_errno=True) if name else None
+
+
+@contextlib.contextmanager
+def subreaper() -> Iterator[bool]:
+    """Be a child subreaper for the block (Linux; `prctl(PR_SET_CHILD_SUBREAPER)`): orphans of
+    this process's descendants are re-parented here instead of to init. Yields whether it is
+    on; the previous setting comes back after the block."""
+    libc = _libc() if sys.platform.startswith("linux") else None
+    if libc is None:
+        yield False
+        return
+    was = ctypes.c_int(0)
+    libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0)
+    on = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    try:
+        yield on
+    finally:
+        if on and not was.value:
+            libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def descendant_pids(pid: int) -> list[int]:
@@ -80,10 +112,23 @@ def _status(p: psutil.Process) -> str | None:
         return None
 
 
-def children(pid: int | None = None) -> list[psutil.Process]:
-    """Alive (not zombie) descendants of `pid` (default: this process), in pid order."""
+def children(pid: int | None = None, *, helpers: bool = True) -> list[psutil.Process]:
+    """Alive (not zombie) descendants of `pid` (default: this process), in pid order;
+    multiprocessing's own helpers (`is_mp_helper`) only with `helpers`."""
     alive = [p for p in _descendants(pid) if _status(p) not in (None, psutil.STATUS_ZOMBIE)]
+    if not helpers:
+        alive = [p for p in alive if not is_mp_helper(p)]
     return sorted(alive, key=lambda p: p.pid)
+
+
+def reap(pid: int) -> bool:
+    """`waitpid(pid, WNOHANG)`: True if `pid` was this process's child and is reaped now (False:
+    not ours, or still running)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
 
 
 def new_children(before: set[int], pid: int | None = None, *, exited: bool = False) -> list[int]:
@@ -179,16 +224,37 @@ def wait_gone(pids: Iterable[int], timeout_s: float) -> list[int]:
                 os.close(fd)
 
 
-def blocked_in_pipe_write(pid: int) -> bool:
-    """True if a thread of `pid` sleeps in a pipe write (Linux `wchan`), e.g. a worker whose
-    result does not fit the pipe while nobody reads. False where `/proc` does not say."""
+# Where a thread sleeps while it writes to a full pipe: 'pipe_write' (Linux <= 6.x),
+# 'anon_pipe_write' (6.16+), 'pipe_wait' (< 5.5).
+_PIPE_WRITE_WCHANS = ("pipe_write", "pipe_wait")
+
+
+def blocked_in_pipe_write(pid: int, *, except_tid: int | None = None) -> bool:
+    """True if a thread of `pid` (other than `except_tid`) sleeps in a pipe write (Linux
+    `wchan`), e.g. a worker whose result does not fit the pipe while nobody reads. False where
+    `/proc` does not say."""
     with contextlib.suppress(OSError):
         for task in Path(f"/proc/{pid}/task").iterdir():
+            if except_tid is not None and task.name == str(except_tid):
+                continue
             with contextlib.suppress(OSError):
                 wchan = (task / "wchan").read_text()
-                if "pipe_write" in wchan or "pipe_wait" in wchan:
+                if any(w in wchan for w in _PIPE_WRITE_WCHANS):
                     return True
     return False
+
+
+def is_mp_helper(proc: psutil.Process | int) -> bool:
+    """True for multiprocessing's own long-lived helpers (the resource tracker that spawn and
+    forkserver start, the fork server): they outlive any loader by design and exit when their
+    parent's pipe closes, so they are nobody's worker and no loader's leak. Told apart by command
+    line (read it while the process runs: an exiting one has an empty one)."""
+    try:
+        p = proc if isinstance(proc, psutil.Process) else psutil.Process(proc)
+        cmd = " ".join(p.cmdline())
+    except psutil.Error:
+        return False
+    return "resource_tracker" in cmd or "forkserver" in cmd or "semaphore_tracker" in cmd
 
 
 def wait_blocked(pid: int, timeout_s: float) -> bool:

@@ -16,15 +16,17 @@ harness, which reaps them. It restores the previous setting when the run ends; d
 orphan from anywhere else in this process's tree would also come to us, and is reaped only if it is
 a member of the sandbox's session (other children are never waited for).
 
-Fds and threads are measured by the child itself at target start and end (after dropping the
-return value and one `gc.collect()`, as torch's tests do); zombies both there and afterwards.
+Fds and threads are measured by the child itself at target start (or at `mark_baseline()`) and
+end (after dropping the return value and one `gc.collect()`, as torch's tests do); the processes
+the target started get `linger_s` to exit, then the child counts its unreaped children as zombies
+before anything could reap them (nothing in the child waits for them; the harness reaps only
+after the child is gone). Inside the target, `note(payload)` streams a message to the harness at
+once (`report.notes`), so a scenario that hangs past its deadline still leaves a record.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import gc
 import os
 import pickle
@@ -36,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -45,15 +47,15 @@ import psutil
 
 from faultinject import _child, _wire, processes
 
-__all__ = ["SandboxError", "SandboxReport", "kill_self", "run"]
+__all__ = ["SandboxError", "SandboxReport", "kill_self", "mark_baseline", "note", "run"]
 
 kill_self = _child.kill_self
+note = _child.note
+mark_baseline = _child.mark_baseline
 
 Outcome = Literal["returned", "raised", "deadline", "killed"]
 
 SHM_DIR = Path("/dev/shm")
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_GET_CHILD_SUBREAPER = 37
 # How often the harness samples the child's process tree while waiting (for shm attribution and
 # orphan detection); the wait itself wakes on the child's messages and exit, not on this.
 _SAMPLE_S = 0.05
@@ -89,6 +91,10 @@ class SandboxReport:
         unless `run(..., remove_leaked_shm=False)`.
     unattributed_shm: other new /dev/shm entries (no pid in the name: may be another test's).
     leaked_fds, leaked_threads: opened / started by the target and still open / alive at its end.
+    lingering: processes the target started that were still alive `linger_s` after it returned
+        (multiprocessing's helpers aside); they were then left to the child's exit and the orphan
+        watch (`leftover_pids`, `orphan_exit_s`).
+    notes: the payloads of the target's `note()` calls, in order.
     exit_s: seconds from the target's end to the child's exit (interpreter shutdown).
     """
 
@@ -111,12 +117,15 @@ class SandboxReport:
     helpers: list[int] = field(default_factory=list)
     unattributed_shm: list[str] = field(default_factory=list)
     stderr: str = ""
+    lingering: list[int] = field(default_factory=list)
+    notes: list[Any] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         """Nothing left behind: no process, zombie, shm entry, fd or thread."""
         return not (
             self.leftover_pids
+            or self.lingering
             or self.zombies
             or self.leaked_shm
             or self.leaked_fds
@@ -129,6 +138,7 @@ class SandboxReport:
             f"{name}={value}"
             for name, value in (
                 ("leftover_pids", self.leftover_pids),
+                ("lingering", self.lingering),
                 ("zombies", self.zombies),
                 ("leaked_shm", self.leaked_shm),
                 ("leaked_fds", self.leaked_fds),
@@ -140,28 +150,6 @@ class SandboxReport:
 
 
 # --------------------------------------------------------------------------- process helpers
-
-
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    return ctypes.CDLL(name, use_errno=True) if name else None
-
-
-@contextlib.contextmanager
-def _subreaper() -> Iterator[bool]:
-    """Be a child subreaper for the block (Linux); yields whether it is on."""
-    libc = _libc() if sys.platform.startswith("linux") else None
-    if libc is None:
-        yield False
-        return
-    was = ctypes.c_int(0)
-    libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0)
-    on = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    try:
-        yield on
-    finally:
-        if on and not was.value:
-            libc.prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
 def _default_hooks() -> None:
@@ -182,16 +170,6 @@ def _session(sid: int) -> dict[int, psutil.Process]:
         except (ProcessLookupError, PermissionError, psutil.Error):
             continue
     return out
-
-
-def _reap_if_ours(pid: int) -> bool:
-    """waitpid(pid, WNOHANG): True if it was our child and is reaped now (False: not ours, or
-    still running)."""
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return False
-    return done == pid
 
 
 def _wait_child(pid: int, pidfd: int, timeout_s: float) -> int | None:
@@ -216,16 +194,6 @@ def _is_zombie(p: psutil.Process) -> bool:
         return p.is_running() and p.status() == psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def _is_mp_helper(p: psutil.Process) -> bool:
-    # Classification only (never used to pick what to kill): multiprocessing's resource tracker
-    # and forkserver outlive a loader by design and exit when their parent's pipe closes.
-    try:
-        cmd = " ".join(p.cmdline())
-    except psutil.Error:
-        return False
-    return "resource_tracker" in cmd or "forkserver" in cmd
 
 
 def _shm_entries() -> set[str]:
@@ -256,10 +224,11 @@ class _Run:
         self.result_at: float | None = None
         self.status: int | None = None
         self.child_died_at: float | None = None
+        self.notes: list[Any] = []
 
     # ---- starting
 
-    def start(self, job: tuple, start: str) -> None:
+    def start(self, job: _child.Job, start: str) -> None:
         self.msg_r, msg_w = os.pipe()
         ack_r, self.ack_w = os.pipe()
         # Closed in close(); the child (and its workers) write their stderr here.
@@ -330,6 +299,8 @@ class _Run:
                     self.seen.setdefault(pid, psutil.Process(pid))
             with contextlib.suppress(OSError):
                 os.write(self.ack_w, b"k")
+        elif kind == "note":
+            self.notes.append(msg[2])
         elif kind == "result":
             self.result = msg
             self.result_at = time.monotonic()
@@ -381,7 +352,7 @@ class _Run:
             processes.wait_gone(targets, _REAP_S)
             pids = targets
             for pid in targets:
-                _reap_if_ours(pid)
+                processes.reap(pid)
 
     def close(self) -> None:
         for fd in (self.msg_r, self.ack_w, self.pidfd, *self.watch.values()):
@@ -402,7 +373,7 @@ def _wait_exits(
             if processes.is_gone(pid):
                 exits[pid] = max(0.0, time.monotonic() - t_ref)
                 pending.pop(pid)
-                _reap_if_ours(pid)
+                processes.reap(pid)
         left = deadline - time.monotonic()
         if not pending or left <= 0:
             break
@@ -420,6 +391,8 @@ def run(
     start: Literal["fork", "spawn"] = "fork",
     startup_s: float = 60.0,
     remove_leaked_shm: bool = True,
+    linger_s: float = 1.0,
+    subreaper: bool = False,
     **kwargs: Any,
 ) -> SandboxReport:
     """Run `target(*args, **kwargs)` in a sandbox child; see the module docstring.
@@ -436,6 +409,11 @@ def run(
             target and exits normally, running atexit handlers like a user's script).
         startup_s: bound on the child becoming ready (a spawn child imports torch).
         remove_leaked_shm: unlink the /dev/shm entries reported in `leaked_shm`.
+        linger_s: how long the processes the target started may take to exit after it returned
+            before they count as `lingering` (the run goes on as soon as all have exited).
+        subreaper: make the child a child subreaper, so that what the target's processes
+            orphan (even in sessions of their own: a test suite run inside) stays the child's
+            descendant and is counted as `lingering`.
         **kwargs: passed to `target` (so `target` cannot take the names above).
 
     Raises:
@@ -444,7 +422,7 @@ def run(
     """
     if start not in ("fork", "spawn"):
         raise ValueError(f"start must be 'fork' or 'spawn', got {start!r}")
-    job = (target, args, kwargs)
+    job = _child.Job(target, args, kwargs, linger_s, subreaper)
     try:
         pickle.dumps(job)
     except Exception as exc:
@@ -452,7 +430,7 @@ def run(
         raise SandboxError(msg) from exc
     shm_before = _shm_entries()
     r = _Run(deadline_s, startup_s, orphan_grace_s)
-    with _subreaper():
+    with processes.subreaper():
         r.start(job, start)
         # Hold SIGCHLD in the harness until the sandbox's processes are reaped: a loader's
         # handler installed here (torch's, by an earlier in-process loader) checks the pids it
@@ -476,11 +454,12 @@ def _finish(r: _Run, exited: bool, shm_before: set[str], remove_shm: bool) -> Sa
         r.kill_all({r.pid})
         raise SandboxError(f"sandbox child {r.pid} did not start within {r.startup_s} s")
     if r.result is not None:
-        _, t_end, payload, error, fds, threads, zombies, descendants = r.result
+        _, t_end, payload, error, fds, threads, zombies, descendants, lingering = r.result
         report.error = error
         report.value = pickle.loads(payload) if payload is not None else None
         report.leaked_fds, report.leaked_threads = fds, threads
         report.zombies = list(zombies)
+        report.lingering = list(lingering)
         for pid in descendants:
             with contextlib.suppress(psutil.Error):
                 r.seen.setdefault(pid, psutil.Process(pid))
@@ -498,6 +477,7 @@ def _finish(r: _Run, exited: bool, shm_before: set[str], remove_shm: bool) -> Sa
         report.error = report.error or f"deadline of {r.deadline_s} s passed"
     else:
         _after_exit(r, report)
+    report.notes = r.notes
     report.seen_pids = sorted(r.seen)
     report.leaked_shm, report.unattributed_shm = _new_shm(shm_before, set(r.seen) | {r.pid})
     if remove_shm:
@@ -536,7 +516,8 @@ def _after_exit(r: _Run, report: SandboxReport) -> None:
         if pid in r.seen and _alive(r.seen[pid]):
             alive[pid] = r.seen[pid]
     report.orphans = sorted(pid for pid, p in alive.items() if _parent_outside(p, set(members)))
-    report.helpers = sorted(pid for pid, p in alive.items() if _is_mp_helper(p))
+    # Classification only (never used to pick what to kill).
+    report.helpers = sorted(pid for pid, p in alive.items() if processes.is_mp_helper(p))
     watch: dict[int, int | None] = {}
     for pid in set(alive) | set(r.watch):
         watch[pid] = r.watch.get(pid)
@@ -565,7 +546,7 @@ def _parent_alive_elsewhere(p: psutil.Process) -> bool:
 def _stray_zombies(sid: int) -> list[int]:
     """Reap the session's zombies that are ours (orphans re-parented to this subreaper); return
     those that are not ours to reap (re-parented to an init that does not reap, for instance)."""
-    return [pid for pid, p in _session(sid).items() if _is_zombie(p) and not _reap_if_ours(pid)]
+    return [pid for pid, p in _session(sid).items() if _is_zombie(p) and not processes.reap(pid)]
 
 
 def _parent_outside(p: psutil.Process, session: set[int]) -> bool:

@@ -1,25 +1,27 @@
-"""Play one fault schedule against a loader class, in a sandbox, optionally tracing it.
+"""Play one fault schedule against a loader class, through the conformance suite's driver.
 
-Owns ``Schedule`` (a loader configuration plus the faults to inject and the user's moves: how
-many epochs, when to break off, when the loader's process is killed) and ``play``, which runs
-it in a ``faultinject.sandbox`` child against any torch-compatible loader class ("black box")
-and returns what the user saw. With ``trace_dir`` the reference loader's trace records land
-there (each iterator's ``Config`` header included: the loader writes it, docs/contracts.md), so
-``loaderspec trace-check`` can check the run.
-Must not know TLA+ (``loaderspec.scenarios`` derives schedules from the spec).
+Owns ``Schedule``: a loader configuration plus the faults to inject and the user's moves (how
+many epochs, when to break off, when the loader's process is killed), as a spec behaviour
+describes them (``loaderspec.scenarios`` derives schedules from the spec; the trace tests draw
+them). ``play`` turns a schedule into a ``faultinject.driver.Plan`` and plays it in a sandbox
+against any torch-compatible loader class, black-box, like every conformance case; the result
+is graded by the suite's own property checks (``loaderspec.scenarios.violations``). With
+``trace_dir`` the reference loader's trace records land there (each iterator's ``Config`` header
+included: the loader writes it, docs/contracts.md), so ``loaderspec trace-check`` can check the
+run. Must not know TLA+.
 """
 
 from __future__ import annotations
 
-import gc
-import importlib
+import functools
 import os
 import sys
-import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from faultinject import loaders
+from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run
 
 TRACE_ENV = "LOADERSPEC_TRACE_DIR"
 FORCE_PIN_ENV = "LOADERSPEC_FORCE_PIN_THREAD"
@@ -28,6 +30,8 @@ REFERENCE = "reference:DataLoader"
 # short enough that a hang costs little.
 TIMEOUT_S = 1.0
 HANG_S = 30.0  # a hung fetch lasts this long at most; the loader must not wait for it
+# Errors an epoch may raise and go on (injected errors); the loader's own fatal error ends it.
+_MAX_ERRORS = 1_000
 
 
 @dataclass(frozen=True)
@@ -63,84 +67,54 @@ class Schedule:
 
 
 @dataclass
-class Epoch:
-    """What the user saw in one epoch."""
-
-    items: list[Any] = field(default_factory=list)  # each batch, as a list
-    errors: list[str] = field(default_factory=list)  # "n: Type: message" per raised next()
-    end: str = "stop"  # "stop" (StopIteration), "break", "fatal" (RuntimeError), "killed"
-
-
-@dataclass
 class Replay:
-    """The outcome of one ``play``: the sandbox's report and the epochs the user saw."""
+    """One played schedule: the driver's run (events, the sandbox's report) and its traces."""
 
     schedule: Schedule
-    outcome: str  # the sandbox's: returned | raised | deadline | killed
-    epochs: list[Epoch]
-    error: str | None
-    elapsed_s: float
-    clean: bool  # the sandbox found nothing left behind
-    leftovers: str
-    orphan_exit_s: dict[int, float | None]
+    run: Run
     trace_dir: Path | None
 
+    @property
+    def outcome(self) -> str:
+        """The sandbox's: returned | raised | deadline | killed."""
+        return "returned" if self.run.report is None else self.run.report.outcome
 
-def _load(ref: str) -> type:
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
+    @property
+    def error(self) -> str | None:
+        return self.run.refused if self.run.report is None else self.run.report.error
 
+    @property
+    def clean(self) -> bool:
+        """The sandbox found nothing left behind."""
+        return self.run.report is None or self.run.report.clean
 
-def dataset_of(schedule: Schedule) -> Any:
-    """The faultinject dataset the schedule runs on."""
-    from faultinject.datasets import FaultyDataset, FaultyIterable
-
-    if schedule.shard_lengths is not None:
-        return FaultyIterable(schedule.shard_lengths, schedule.faults)
-    return FaultyDataset(schedule.num_items, schedule.faults)
-
-
-def _as_list(batch: Any) -> Any:
-    return batch.tolist() if hasattr(batch, "tolist") else batch
-
-
-def _fatal(exc: BaseException) -> bool:
-    """A loader's own failure (worker death, timeout): the iterator is done."""
-    return isinstance(exc, RuntimeError) and "DataLoader" in str(exc)
+    @property
+    def leftovers(self) -> str:
+        return "" if self.run.report is None else self.run.report.leftovers()
 
 
-def _play(schedule: Schedule, loader_ref: str, trace_dir: str | None) -> list[Epoch]:
-    """The sandbox child's target: build the loader, iterate as scheduled, report."""
-    if not schedule.in_thread:
-        return _play_here(schedule, loader_ref, trace_dir)
-    result: list[list[Epoch]] = []
-    errors: list[BaseException] = []
-
-    def body() -> None:
-        try:
-            result.append(_play_here(schedule, loader_ref, trace_dir))
-        except BaseException as exc:  # re-raised in the sandbox's main thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=body, name="loaderspec-replay")
-    thread.start()
-    thread.join()  # bounded by the sandbox's deadline (it kills the whole child)
-    if errors:
-        raise errors[0]
-    return result[0]
-
-
-def _play_here(schedule: Schedule, loader_ref: str, trace_dir: str | None) -> list[Epoch]:
-    from faultinject import sandbox
-
-    if schedule.pin_memory:  # a pin thread even without an accelerator (docs/contracts.md)
+def _trace_on(trace_dir: str | None, force_pin: bool) -> None:
+    """A plan's setup, in the sandbox child: a pin thread even without an accelerator
+    (docs/contracts.md), and the reference loader's trace records into `trace_dir`."""
+    if force_pin:
         os.environ[FORCE_PIN_ENV] = "1"
-    cls = _load(loader_ref)
+    if trace_dir is None:
+        return
+    os.environ[TRACE_ENV] = trace_dir
     tracing = sys.modules.get("reference.tracing")  # the reference, or a loader built on it
-    if trace_dir is not None:
-        os.environ[TRACE_ENV] = trace_dir
-        if tracing is not None:
-            tracing.configure(trace_dir)
+    if tracing is not None:
+        tracing.configure(trace_dir)
+
+
+def _trace_off(trace_dir: str | None) -> None:
+    """A plan's teardown: close our trace file (it is not a leaked descriptor)."""
+    tracing = sys.modules.get("reference.tracing")
+    if trace_dir is not None and tracing is not None:
+        tracing.configure(None)
+
+
+def plan_of(schedule: Schedule, trace_dir: Path | None = None) -> Plan:
+    """The driver's plan for a schedule: the same dataset, arguments and user moves."""
     kwargs: dict[str, Any] = {
         "batch_size": schedule.batch_size,
         "num_workers": schedule.num_workers,
@@ -151,54 +125,27 @@ def _play_here(schedule: Schedule, loader_ref: str, trace_dir: str | None) -> li
     }
     if not schedule.in_order:
         kwargs["in_order"] = False
-    loader = cls(dataset_of(schedule), **kwargs)
-    epochs: list[Epoch] = []
-    for e in range(schedule.epochs):
-        epoch = Epoch()
-        epochs.append(epoch)
-        it = iter(loader)
-        n = 0
-        while True:
-            if schedule.kill_parent_at == (e, n):
-                epoch.end = "killed"
-                sandbox.kill_self()
-            if schedule.drop_at == (e, n):
-                epoch.end = "break"
-                break
-            try:
-                batch = next(it)
-            except StopIteration:
-                break
-            except Exception as exc:
-                epoch.errors.append(f"{n}: {type(exc).__name__}: {exc}".splitlines()[0])
-                n += 1
-                if _fatal(exc):
-                    epoch.end = "fatal"
-                    break
-                continue
-            epoch.items.append(_as_list(batch))
-            n += 1
-        del it
-        gc.collect()
-    del loader
-    gc.collect()
-    if trace_dir is not None and tracing is not None:
-        tracing.configure(None)  # close our trace file: it is not a leaked descriptor
-    return epochs
-
-
-def loader_ref_of(loader: str | type) -> str:
-    """``"pkg.mod:Class"`` for a loader class (the conformance suite's ``loader_cls``) or a ref.
-
-    Raises:
-        ValueError: a class the sandbox's child could not import by name (a local class).
-    """
-    if isinstance(loader, str):
-        return loader
-    ref = f"{loader.__module__}:{loader.__qualname__}"
-    if "<locals>" in ref or "." in loader.__qualname__:
-        raise ValueError(f"{ref}: a sandboxed replay needs a module-level loader class")
-    return ref
+    leave: dict[int, Leave] = {}
+    if schedule.drop_at is not None:
+        epoch, n = schedule.drop_at
+        leave[epoch] = Leave("drop", n, counting="calls")
+    if schedule.kill_parent_at is not None:
+        epoch, n = schedule.kill_parent_at
+        leave[epoch] = Leave("kill_parent", n, counting="calls")
+    traced = None if trace_dir is None else str(trace_dir)
+    return Plan(
+        n=schedule.num_items,
+        shards=schedule.shard_lengths,
+        faults=tuple(schedule.faults),
+        kwargs=kwargs,
+        epochs=schedule.epochs,
+        leave=leave,
+        max_errors=_MAX_ERRORS,
+        stop_at_fatal=True,
+        in_thread=schedule.in_thread,
+        setup=functools.partial(_trace_on, traced, schedule.pin_memory),
+        teardown=functools.partial(_trace_off, traced),
+    )
 
 
 def play(
@@ -208,38 +155,15 @@ def play(
     trace_dir: Path | None = None,
     deadline_s: float = 30.0,
 ) -> Replay:
-    """Run ``schedule`` against a loader class (or its ``"pkg.mod:Class"``) in a sandbox.
+    """Play ``schedule`` against a loader class (or its ``"pkg.mod:Class"``) in a sandbox.
 
     Raises:
-        ValueError: see ``loader_ref_of``.
+        faultinject.loaders.LoaderRefError: a name that does not import, or a local class.
     """
-    from faultinject import sandbox
-
-    loader_ref = loader_ref_of(loader)
-
+    cls = loaders.resolve(loader) if isinstance(loader, str) else loader
+    loaders.ref_of(cls)  # a local class cannot be played in a sandbox: say so here
     if trace_dir is not None:
         trace_dir.mkdir(parents=True, exist_ok=True)
-    # Import here, once: the forked child inherits the modules instead of importing torch.
-    _load(loader_ref)
-    dataset_of(schedule)
-    started = time.monotonic()
-    report = sandbox.run(
-        _play,
-        schedule,
-        loader_ref,
-        None if trace_dir is None else str(trace_dir),
-        deadline_s=deadline_s,
-        orphan_grace_s=2.0,
-    )
-    epochs = report.value if isinstance(report.value, list) else []
-    return Replay(
-        schedule=schedule,
-        outcome=report.outcome,
-        epochs=epochs,
-        error=report.error,
-        elapsed_s=time.monotonic() - started,
-        clean=report.clean,
-        leftovers=report.leftovers(),
-        orphan_exit_s=dict(report.orphan_exit_s),
-        trace_dir=trace_dir,
-    )
+    grace = MUST_BOUND_S if schedule.kill_parent_at is not None else 2.0
+    played = run(cls, plan_of(schedule, trace_dir), deadline_s=deadline_s, orphan_grace_s=grace)
+    return Replay(schedule, played, trace_dir)

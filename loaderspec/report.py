@@ -3,13 +3,13 @@
 Each loader runs in its own ``pytest --pyargs conformance`` subprocess (bounded; on timeout it and
 its descendants are killed by pid), which writes ``OUT/<loader>/report.json``, ``report.md`` and
 ``report.html``; this module then writes ``OUT/matrix.json``, ``matrix.md`` and ``matrix.html``
-and prints the Markdown matrix.
+(rendered by ``conformance.harness.report``, as the per-loader reports are) and prints the
+Markdown matrix.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
 import importlib.util
 import json
 import re
@@ -25,8 +25,6 @@ OPTIONAL_LOADERS = (
     ("conformance.adapters.paddle:Loader", "paddle"),
 )
 RUN_TIMEOUT_S = 900.0
-SHORT = {"PASS": "PASS", "FAIL": "FAIL", "NON-STRICT": "NON-STRICT", "SKIP": "SKIP"}
-_COLORS = {"PASS": "#c8e6c9", "FAIL": "#ffcdd2", "NON-STRICT": "#fff9c4", "SKIP": "#e0e0e0"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,117 +79,10 @@ def run_one(loader: str, out: Path, quick: bool, timeout_s: float) -> dict[str, 
     return json.loads(path.read_text())
 
 
-def _cell(case: dict[str, Any] | None) -> str:
-    if case is None:
-        return "-"
-    figures = ", ".join(f"{f['name']} {f['value']:g} {f['unit']}" for f in case["figures"])
-    return case["outcome"] + (f" ({figures})" if figures else "")
-
-
-def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
-    """{loaders, cases: [{nodeid, case, properties, level, by_loader: {loader: case|None}}]}."""
-    rows: dict[str, dict[str, Any]] = {}
-    for loader, res in results.items():
-        for case in (res or {}).get("cases", []):
-            row = rows.setdefault(
-                case["nodeid"],
-                {k: case[k] for k in ("nodeid", "case", "properties", "level")} | {"by_loader": {}},
-            )
-            row["by_loader"][loader] = case
-    loaders = list(results)
-    for row in rows.values():
-        for loader in loaders:
-            row["by_loader"].setdefault(loader, None)
-    # A run stopped from outside (past --timeout) keeps the cases it finished; "-" marks the rest.
-    incomplete = [x for x, res in results.items() if res is None or not res.get("complete", True)]
-    return {
-        "loaders": loaders,
-        "incomplete": incomplete,
-        "cases": sorted(rows.values(), key=lambda r: r["nodeid"]),
-    }
-
-
-def to_markdown(m: dict[str, Any]) -> str:
-    loaders = m["loaders"]
-    lines = [
-        "# Conformance matrix",
-        "",
-        *(
-            [
-                "Incomplete runs (stopped at the time limit, or did not start: see their"
-                " pytest-output.txt; `-`: not run): "
-                + ", ".join(f"`{x}`" for x in m.get("incomplete", [])),
-                "",
-            ]
-            if m.get("incomplete")
-            else []
-        ),
-        "| case | properties | level | " + " | ".join(f"`{x}`" for x in loaders) + " |",
-        "| --- | --- | --- | " + " | ".join("---" for _ in loaders) + " |",
-    ]
-    totals = {x: dict.fromkeys(SHORT, 0) for x in loaders}
-    for row in m["cases"]:
-        cells = []
-        for x in loaders:
-            case = row["by_loader"][x]
-            cells.append(_cell(case))
-            if case is not None:
-                totals[x][case["outcome"]] += 1
-        file = row["nodeid"].split("::")[0].rsplit("/", 1)[-1]
-        lines.append(
-            f"| `{file}::{row['case']}` | {', '.join(row['properties'])} | {row['level']} | "
-            + " | ".join(cells)
-            + " |"
-        )
-    lines += ["", "| totals | " + " | ".join(f"`{x}`" for x in loaders) + " |"]
-    lines.append("| --- | " + " | ".join("---" for _ in loaders) + " |")
-    for outcome in SHORT:
-        lines.append(
-            f"| {outcome} | " + " | ".join(str(totals[x][outcome]) for x in loaders) + " |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-def to_html(m: dict[str, Any]) -> str:
-    head = "".join(f"<th>{html.escape(x)}</th>" for x in m["loaders"])
-    rows = []
-    for row in m["cases"]:
-        cells = []
-        for x in m["loaders"]:
-            case = row["by_loader"][x]
-            color = _COLORS.get(case["outcome"], "#fff") if case else "#fff"
-            title = html.escape(case["detail"]) if case else ""
-            cells.append(
-                f'<td style="background:{color}" title="{title}">{html.escape(_cell(case))}</td>'
-            )
-        rows.append(
-            f"<tr><td><code>{html.escape(row['case'])}</code></td>"
-            f"<td>{html.escape(', '.join(row['properties']))}</td><td>{row['level']}</td>"
-            + "".join(cells)
-            + "</tr>"
-        )
-    return (
-        "<!doctype html><meta charset=utf-8><title>Conformance matrix</title>"
-        "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:3px 6px}"
-        "table{border-collapse:collapse}</style><h1>Conformance matrix</h1>"
-        f"<table><tr><th>case</th><th>properties</th><th>level</th>{head}</tr>"
-        + "".join(rows)
-        + "</table>\n"
-    )
-
-
-def write_matrix(out: Path, results: dict[str, dict[str, Any] | None]) -> str:
-    m = matrix(results)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "matrix.json").write_text(json.dumps(m, indent=1) + "\n")
-    md = to_markdown(m)
-    (out / "matrix.md").write_text(md)
-    (out / "matrix.html").write_text(to_html(m))
-    return md
-
-
 def run(args: argparse.Namespace) -> int:
     """Run every loader, write the matrix, print it; 1 if some loader produced no results."""
+    from conformance.harness.report import write_matrix
+
     loaders = args.loader or default_loaders()
     results = {x: run_one(x, args.out / slug(x), args.quick, args.timeout) for x in loaders}
     print(write_matrix(args.out, results))

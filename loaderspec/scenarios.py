@@ -4,9 +4,9 @@ Owns: the small models whose state graphs TLC dumps (``-dump dot,actionlabels``)
 behaviours in them (for every spec action, the shortest behaviour that takes it; plus seeded
 random walks), turning each behaviour into a ``Schedule`` (which worker dies at which task,
 when the iterator is dropped or the loader's process killed, how many epochs run), replaying
-schedules through faultinject against the reference loader or any other loader class
-(``replay_scenarios``, which the conformance suite can call black-box), the expectations a
-correct loader meets on each replay (``violations``), and the coverage figure: the share of
+schedules through the conformance suite's driver against the reference loader or any other
+loader class (``replay_scenarios``), which of the suite's property checks apply to a replay
+(``violations``: the suite's oracle, not a second one), and the coverage figure: the share of
 spec actions, fault actions included, that the runs' validated traces exercised.
 
 The translation from a spec behaviour to a schedule reads each step's parameters off the two
@@ -237,43 +237,52 @@ def replay_scenarios(
     return replays
 
 
+def _expected_items(s: Schedule) -> set[int]:
+    """The items a map-style epoch of ``s`` hands out when it ends in StopIteration: all but the
+    batches whose fetch raised an injected error (sequential sampler)."""
+    from faultinject.faults import Raise, RaiseUnrebuildable
+
+    raised = {
+        f.at // s.batch_size
+        for f in s.faults
+        if isinstance(f, Raise | RaiseUnrebuildable)
+        and getattr(f, "point", "in_fetch") == "in_fetch"
+    }
+    return {i for i in range(s.num_items) if i // s.batch_size not in raised}
+
+
 def violations(replay: Replay) -> list[str]:
     """What a correct loader must show on this replay and did not (empty: all good).
 
-    Checked black-box, from what the user saw and what the sandbox found: the run ends
-    (IterationTerminates), leaves nothing behind (ShutdownCompletes), workers outlive a killed
-    parent by a bounded time (NoOrphanWorkers), a worker death is raised (WorkerDeathRaises),
-    and an epoch that ran to StopIteration handed out every item once (ExactlyOnce), in order
-    where asked (InOrderDelivery), with injected errors raised in their place.
+    Graded by the conformance suite's own property checks (``conformance.harness.checks``),
+    those that apply to the schedule: the run ends (IterationTerminates) and leaves nothing
+    behind (ShutdownCompletes); workers outlive a killed parent by a bounded time
+    (NoOrphanWorkers); a worker death is raised (WorkerDeathRaises); a map-style epoch that ran
+    to StopIteration handed out every item once (ExactlyOnce, NoDuplicateDelivery), in order
+    where asked (InOrderDelivery), injected errors raised in their place. SHOULD-level
+    deviations (NON-STRICT) are not violations.
     """
-    s = replay.schedule
-    out: list[str] = []
-    if replay.outcome == "deadline":
-        out.append(f"IterationTerminates: still running after the deadline ({replay.error})")
-    if replay.outcome == "raised":
-        out.append(f"the harness itself raised: {replay.error}")
-    if not replay.clean:
-        out.append(f"ShutdownCompletes: left behind {replay.leftovers}")
+    from conformance.harness import checks
+    from conformance.harness.grading import Grade
+    from faultinject.faults import Die
+
+    s, r = replay.schedule, replay.run
+    grade = Grade(collect=True)
+    checks.ended(grade, r)
     if s.kill_parent_at is not None:
-        stuck = [pid for pid, t in replay.orphan_exit_s.items() if t is None]
-        if stuck:
-            out.append(f"NoOrphanWorkers: workers {stuck} outlived the killed loader")
-        return out
-    dies = [f for f in s.faults if type(f).__name__ == "Die"]
-    for e, epoch in enumerate(replay.epochs):
-        if epoch.end == "stop" and not s.iterable:
-            got = [
-                x for batch in epoch.items for x in (batch if isinstance(batch, list) else [batch])
-            ]
-            raised = [m for m in epoch.errors if "InjectedError" in m]
-            expected = s.num_items - len(raised) * s.batch_size
-            if len(got) != len(set(got)) or len(got) < expected:
-                out.append(f"ExactlyOnce: epoch {e} handed out {got}")
-            if s.in_order and got != sorted(got):
-                out.append(f"InOrderDelivery: epoch {e} handed out {got}")
-    if dies and s.drop_at is None and not any(ep.end == "fatal" for ep in replay.epochs):
-        out.append("WorkerDeathRaises: a worker was killed and no next() raised")
-    return out
+        checks.orphans_exit(grade, r, "workers")
+        return grade.violations
+    checks.nothing_left(grade, r)
+    for epoch in range(s.epochs):
+        if not s.iterable:
+            checks.each_once(grade, r, _expected_items(s), epoch)
+            if s.in_order:
+                checks.in_order(grade, r, epoch)
+    if any(isinstance(f, Die) for f in s.faults) and s.drop_at is None:
+        injected = {"InjectedError"}  # Raise's default type: the scenario's, not the death's
+        died = next((e["epoch"] for e in r.of(None, "error") if e["type"] not in injected), 0)
+        checks.death_reported(grade, r, died, ignore=injected)
+    return grade.violations
 
 
 def coverage(runs: Iterable[Run]) -> tuple[frozenset[str], float]:

@@ -234,3 +234,10 @@ def property_named(name: str) -> Property:
             return prop
     known = ", ".join(sorted(PROPERTY_NAMES))
     raise KeyError(f"unknown spec property {name!r}; spec/ defines: {known}")
+
+
+# --- environment variables (the harness's) ------------------------------------------------------
+
+# The loader under test of a conformance run, "package.module:Class"; the plugin's option
+# `--loader` wins over it, and it wins over the ini key `loaderspec_loader`.
+LOADER_ENV = "LOADERSPEC_LOADER"

@@ -12,7 +12,6 @@ import psutil
 import pytest
 
 from bench import faults
-from bench.proc import processes, wait_gone
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,23 +115,6 @@ def test_na_names_the_exception():
         "n/a: ImportError: no module named torchdata"
     )
     assert na("because") == "n/a: because"
-
-
-def test_wait_gone_times_a_killed_process_and_reports_a_survivor():
-    sleeper = [sys.executable, "-c", "import sys; sys.stdin.read()"]
-    victim = subprocess.Popen(sleeper, stdin=subprocess.PIPE)
-    survivor = subprocess.Popen(sleeper, stdin=subprocess.PIPE)
-    try:
-        procs = processes([victim.pid, survivor.pid])
-        victim.kill()
-        exits = wait_gone(procs, timeout_s=0.5)
-        assert exits[victim.pid] is not None
-        assert exits[survivor.pid] is None
-    finally:
-        for p in (victim, survivor):
-            p.kill()
-            p.wait(10)
-            p.stdin.close()
 
 
 def test_fault_ratio_is_a_lower_bound_when_torch_hit_the_deadline():

@@ -1,6 +1,8 @@
 """Run the conformance suite in a pytest subprocess and read its report.json back.
 
 Every run is bounded; on timeout the subprocess and its descendants are killed by pid.
+`whole_suite` is a faultinject sandbox target: the suite run inside a sandbox child that is a
+subreaper, so whatever the run leaves (even in sessions of its own) is the sandbox's to report.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from faultinject import processes
+from faultinject import processes, sandbox
+from faultinject.sandbox import SandboxReport
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_PATH = Path(__file__).resolve().parent  # `broken` is importable from here
@@ -60,3 +63,27 @@ def run_suite(
 
 def outcomes(results: dict[str, Any]) -> dict[str, str]:
     return {c["nodeid"]: c["outcome"] for c in results["cases"]}
+
+
+def whole_suite(report: str, timeout_s: float) -> dict[str, Any]:
+    """The sandbox target: pytest the whole suite against the default loader (the reference);
+    its exit status and the tail of its output."""
+    cmd = [sys.executable, "-m", "pytest", "conformance", "-p", "no:cacheprovider", "-q"]
+    cmd += ["--conformance-report", report]
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout_s
+    )
+    return {"rc": done.returncode, "tail": done.stdout[-3000:] + done.stderr[-2000:]}
+
+
+def run_whole_suite(report: Path, timeout_s: float) -> SandboxReport:
+    """`whole_suite` in a sandbox whose child is a subreaper: the report's `lingering`,
+    `zombies` and `leaked_shm` (attributed by pid) are what the whole run left behind."""
+    return sandbox.run(
+        whole_suite,
+        str(report),
+        timeout_s,
+        deadline_s=timeout_s + 60,
+        subreaper=True,
+        linger_s=2.0,
+    )

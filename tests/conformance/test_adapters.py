@@ -4,23 +4,21 @@ constructor. Each part skips cleanly where its optional package is absent."""
 from __future__ import annotations
 
 import gc
-import importlib
 import multiprocessing
 import threading
 import time
 import traceback
 from typing import Any
 
-import psutil
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 import faultinject
-from faultinject import processes, read_fetches, sandbox
+from faultinject import loaders, processes, read_fetches, sandbox
 from faultinject.faults import Die, Hang
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
 
 
 @pytest.fixture(autouse=True)
@@ -31,31 +29,6 @@ def _reap_finished_workers():
     yield
     gc.collect()
     multiprocessing.active_children()  # joins every finished child it still holds
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_children():
-    """Fail a test that leaves a live child of the test process (the in-process paddle and
-    torchdata cases run to StopIteration, which must stop their workers); kill it by pid."""
-    before = {p.pid for p in processes.children()}
-    yield
-    gc.collect()
-    left = [
-        pid
-        for pid in processes.new_children(before)
-        if "resource_tracker" not in " ".join(_cmdline(pid))
-    ]
-    if left:
-        processes.kill(left, action=None)
-        processes.wait_gone(left, 10)
-        pytest.fail(f"the test left children behind: {left}")
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        return psutil.Process(pid).cmdline()
-    except psutil.Error:
-        return []
 
 
 PADDLE = "conformance.adapters.paddle:Loader"
@@ -102,8 +75,7 @@ def first_batches_then_drop(
 ) -> dict[str, Any]:
     """Take one batch, drop the iterator, then the loader; which workers outlived each drop
     (waiting up to the bound after each)."""
-    module, name = loader_path.split(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = loaders.resolve(loader_path)
     loader = cls(ds, batch_size=1, num_workers=2, multiprocessing_context="fork")
     before = {p.pid for p in processes.children()}
     it = iter(loader)
@@ -121,8 +93,7 @@ def first_batches_then_drop(
 def drain(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
     """Iterate the loader until it ends or raises; items, error and workers back. SIGCHLD is
     held back (a loader's handler may raise) everywhere but in the loop itself."""
-    module, name = loader_path.split(":")
-    cls = getattr(importlib.import_module(module), name)
+    cls = loaders.resolve(loader_path)
     items: list[Any] = []
     error = None
     with processes.sigchld_deferred() as held:

@@ -14,15 +14,14 @@ import concurrent.futures
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 from broken.dispatch import NO_PLAN, PLAN_ENV, matches
-from conformance_runner import ROOT, env, outcomes, run_suite
+from conformance_runner import ROOT, outcomes, run_suite, run_whole_suite
 
-C = "conformance/"
+C = "conformance/cases/"
 IO = C + "test_in_order_delivery.py"
 EO = C + "test_exactly_once.py"
 IT = C + "test_iteration_terminates.py"
@@ -176,42 +175,8 @@ def _collect() -> list[str]:
     return [line.strip() for line in out.splitlines() if "::" in line]
 
 
-# Runs in a child that makes itself the subreaper of everything the suite starts, runs the suite,
-# then lists (and kills, by pid) whatever is left among its children.
-WRAPPER = textwrap.dedent(
-    """
-    import ctypes, json, os, subprocess, sys, psutil
-    PR_SET_CHILD_SUBREAPER = 36
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    before = set(os.listdir("/dev/shm"))
-    cmd = [sys.executable, "-m", "pytest", "conformance", "-p", "no:cacheprovider", "-q",
-           "--conformance-report", sys.argv[1]] + sys.argv[2:]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=500)
-    left = psutil.Process().children(recursive=True)
-    gone, alive = psutil.wait_procs(left, timeout=2)
-    described = [f"{p.pid} {p.name()} {' '.join(p.cmdline())[:80]}" for p in alive]
-    for p in alive:
-        p.kill()
-    psutil.wait_procs(alive, timeout=10)
-    mine = ("torch_", "loaderspec", "psm_", "sem.mp", "mp-")
-    shm = sorted(n for n in set(os.listdir("/dev/shm")) - before if n.startswith(mine))
-    print(json.dumps({"rc": done.returncode, "left": described, "shm": shm,
-                      "tail": done.stdout[-3000:] + done.stderr[-2000:]}))
-    """
-)
-
-
-def _reference_run(report: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-c", WRAPPER, str(report)],
-        cwd=ROOT,
-        env=env(),
-        capture_output=True,
-        text=True,
-        timeout=560,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+def _reference_run(report: Path) -> Any:
+    return run_whole_suite(report, 500)
 
 
 @pytest.fixture(scope="module")
@@ -303,12 +268,16 @@ def test_plan_gives_each_case_one_loader_per_run() -> None:
 
 @pytest.mark.slow
 def test_whole_suite_on_the_reference_passes_and_leaves_nothing(runs: dict[str, Any]) -> None:
-    """No FAIL; no process left (orphans are re-parented to a subreaper we own, so none can hide
-    under init); no new /dev/shm entry."""
+    """No FAIL; no process or zombie left (the run's orphans are re-parented to the sandbox
+    child, a subreaper, so none can hide under init); no /dev/shm entry named with a pid of the
+    run (other programs' segments are not the suite's)."""
     report, future = runs["__reference__"]
-    info = future.result()
-    assert info["left"] == [], f"processes left: {info['left']}"
-    assert info["shm"] == [], f"/dev/shm entries left: {info['shm']}"
+    sandboxed = future.result()
+    assert sandboxed.outcome == "returned", sandboxed.error
+    info = sandboxed.value
+    assert sandboxed.lingering == [], f"processes left: {sandboxed.lingering}"
+    assert sandboxed.zombies == [], f"zombies left: {sandboxed.zombies}"
+    assert sandboxed.leaked_shm == [], f"/dev/shm entries left: {sandboxed.leaked_shm}"
     got = outcomes(json.loads((report / "report.json").read_text()))
     assert len(got) > 40, info["tail"]
     fails = {n: o for n, o in got.items() if o == "FAIL"}

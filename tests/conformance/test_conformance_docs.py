@@ -20,7 +20,7 @@ def _snake(name: str) -> str:
 
 @pytest.mark.parametrize("prop", [p.name for p in PROPERTIES])
 def test_every_property_has_its_file_of_cases(prop: str) -> None:
-    path = ROOT / "conformance" / f"test_{_snake(prop)}.py"
+    path = ROOT / "conformance" / "cases" / f"test_{_snake(prop)}.py"
     assert path.exists(), f"no case file for {prop}: expected {path.name}"
     mine = [c for c in catalog.cases() if c[0] == path.name]
     assert mine, f"{path.name} has no cases"
@@ -34,7 +34,7 @@ def test_every_case_documents_property_seed_and_issue() -> None:
     import inspect
 
     for file, name, _, desc, guards in catalog.cases():
-        module = importlib.import_module(f"conformance.{file[:-3]}")
+        module = importlib.import_module(f"conformance.cases.{file[:-3]}")
         doc = inspect.getdoc(getattr(module, name)) or ""
         assert desc, f"{name}: no one-line description"
         assert "Property:" in doc, f"{name}: docstring lacks Property:"

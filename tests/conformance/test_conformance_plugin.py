@@ -176,6 +176,51 @@ def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
     assert "<table>" in (rep / "report.html").read_text()
 
 
+REFUSING_LOADERS = """
+from torch.utils.data import DataLoader
+
+
+class Declares(DataLoader):
+    @classmethod
+    def loaderspec_unsupported(cls, **loader_kwargs):
+        return "no workers here" if loader_kwargs.get("num_workers") else None
+
+
+class Raises(DataLoader):
+    def __init__(self, dataset, **kwargs):
+        if kwargs.get("num_workers"):
+            raise NotImplementedError("workers are not implemented")
+        super().__init__(dataset, **kwargs)
+"""
+
+CASE_WITH_WORKERS = """
+import pytest
+from conformance.harness import play
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_x(loader_cls, grade):
+    play(loader_cls, n=4, kwargs={"num_workers": 2})
+"""
+
+
+@pytest.mark.parametrize(
+    ("loader", "reason"),
+    [("Declares", "no workers here"), ("Raises", "workers are not implemented")],
+)
+def test_a_configuration_the_loader_cannot_express_is_a_skip_with_its_reason(
+    env: pytest.Pytester, loader: str, reason: str
+) -> None:
+    """`loaderspec_unsupported` (asked before anything starts) or NotImplementedError from the
+    constructor (its type decides, not its text): a SKIP whose reason is the loader's line."""
+    env.makepyfile(refusing=REFUSING_LOADERS, test_x=CASE_WITH_WORKERS)
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess(f"--loader=refusing:{loader}", f"--conformance-report={rep}")
+    result.assert_outcomes(skipped=1)
+    [case] = json.loads((rep / "report.json").read_text())["cases"]
+    assert case["outcome"] == "SKIP"
+    assert reason in case["detail"]
+
+
 def test_pyargs_collects_the_installed_suite_outside_the_checkout(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -193,5 +238,5 @@ def test_pyargs_collects_the_installed_suite_outside_the_checkout(
         [f"*loader {loader_ref.DEFAULT} (from {loader_ref.SOURCE_DEFAULT})*"]
     )
     files = set(re.findall(r"<Module (test_\w+\.py)>", result.stdout.str()))
-    suite = Path(conformance.__file__).parent
+    suite = Path(conformance.__file__).parent / "cases"
     assert files == {f.name for f in suite.glob("test_*.py") if "mark.quick" in f.read_text()}

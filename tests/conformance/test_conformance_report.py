@@ -1,10 +1,12 @@
-"""`loaderspec report`'s matrix from per-loader results (the suite runs are covered elsewhere)."""
+"""`loaderspec report`'s matrix from per-loader results, rendered by the suite's one renderer
+(the suite runs are covered elsewhere)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from conformance.harness.report import write_matrix
 from loaderspec import report
 
 
@@ -30,7 +32,7 @@ def test_matrix_lists_every_case_for_every_loader(tmp_path: Path) -> None:
         "b:L": {"cases": [_case("conformance/t.py::x", "NON-STRICT", fig)]},
         "c:L": None,
     }
-    md = report.write_matrix(tmp_path, results)
+    md = write_matrix(tmp_path, results)
     assert (
         "| `t.py::x` | ShutdownCompletes | MUST | PASS | NON-STRICT (shutdown_s 5.02 s) | - |" in md
     )
@@ -47,7 +49,7 @@ def test_a_run_stopped_at_its_limit_is_marked_incomplete(tmp_path: Path) -> None
         "a:L": {"complete": True, "cases": [_case("conformance/t.py::x", "PASS")]},
         "b:L": {"complete": False, "cases": [_case("conformance/t.py::x", "FAIL")]},
     }
-    md = report.write_matrix(tmp_path, results)
+    md = write_matrix(tmp_path, results)
     assert "Incomplete runs (stopped at the time limit, or did not start" in md
     assert "`-`: not run): `b:L`" in md
     assert json.loads((tmp_path / "matrix.json").read_text())["incomplete"] == ["b:L"]

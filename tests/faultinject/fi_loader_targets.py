@@ -57,15 +57,20 @@ def _flat(batch: Any) -> list[int]:
     return torch.as_tensor(batch).flatten().tolist()
 
 
+def _start(loader: Any) -> tuple[Any, list[int]]:
+    """`iter(loader)` and the pids of the workers it started (also those already dead)."""
+    before = {p.pid for p in processes.children()}
+    it = iter(loader)
+    return it, processes.new_children(before, exited=True)
+
+
 def _consume(loader: Any) -> dict[str, Any]:
     """Iterate `loader` once to its end or first error, with SIGCHLD held back everywhere but
     in the loop itself; the iterator is dropped before returning."""
     items: list[int] = []
     error = None
     with processes.sigchld_deferred() as held:
-        before = {p.pid for p in processes.children()}
-        it = iter(loader)
-        workers = processes.new_children(before, exited=True)
+        it, workers = _start(loader)
         try:
             with held.released():
                 for batch in it:
@@ -124,11 +129,9 @@ def busy_worker_then_kill_self(ds: Any, record_dir: str, bound_s: float) -> None
 
 def drain_with(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
     """`drain` with the loader class named `module:Class` instead of torch's."""
-    import importlib
+    from faultinject import loaders
 
-    module, name = loader_path.split(":")
-    cls = getattr(importlib.import_module(module), name)
-    return _consume(cls(ds, **kw))
+    return _consume(loaders.resolve(loader_path)(ds, **kw))
 
 
 def take_one_then_wait_for_death(ds: Any, bound_s: float) -> dict[str, Any]:
@@ -137,9 +140,7 @@ def take_one_then_wait_for_death(ds: Any, bound_s: float) -> dict[str, Any]:
     items: list[int] = []
     error = None
     with processes.sigchld_deferred() as held:
-        before = {p.pid for p in processes.children()}
-        it = iter(DataLoader(ds, batch_size=1, num_workers=1, collate_fn=as_list))
-        [worker] = processes.new_children(before, exited=True)
+        it, [worker] = _start(DataLoader(ds, batch_size=1, num_workers=1, collate_fn=as_list))
         try:
             with held.released():
                 items.extend(_flat(next(it)))

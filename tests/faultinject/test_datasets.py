@@ -27,7 +27,7 @@ from faultinject.faults import (
     UnrebuildableError,
 )
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_leftover_children")]
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
 # Generous: torch notices a dead worker through SIGCHLD at once, or its 5 s status poll.
 DEATH_BOUND_S = 15.0

@@ -14,7 +14,7 @@ import pytest
 from faultinject import limits, sandbox
 from faultinject.sandbox import SandboxError
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_leftover_children")]
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
 
 def gone(pid):

@@ -35,35 +35,14 @@ from refshell_datasets import (
     failing_init,
 )
 
+from faultinject import processes
 from reference import DataLoader, tracing
 
-pytestmark = pytest.mark.timeout(60)
-
-
-def _is_mp_helper(p: psutil.Process) -> bool:
-    """multiprocessing's own long-lived helpers (spawn's resource tracker, the fork server)."""
-    try:
-        cmd = " ".join(p.cmdline())
-    except psutil.Error:
-        return False
-    return "resource_tracker" in cmd or "forkserver" in cmd
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
 
 def _children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if not _is_mp_helper(p)]
-
-
-@pytest.fixture(autouse=True)
-def no_children_left():
-    """Fail a test that leaves a child process (kill it by PID so the next test is clean)."""
-    before = {p.pid for p in _children()}
-    yield
-    gc.collect()
-    left = [p for p in _children() if p.pid not in before]
-    for p in left:
-        p.kill()
-    psutil.wait_procs(left, timeout=5)
-    assert not left, f"child processes left behind: {[p.pid for p in left]}"
+    return processes.children(helpers=False)
 
 
 def _values(batches) -> list:

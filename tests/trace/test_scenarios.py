@@ -31,17 +31,18 @@ def test_a_dumped_graph_reads_back_with_labels_and_states():
 
 
 def test_a_loader_class_is_replayed_by_its_importable_name():
-    from loaderspec.replay import _load, loader_ref_of
+    from faultinject.loaders import LoaderRefError, ref_of, resolve
+    from loaderspec.replay import Schedule, play
     from reference import DataLoader
 
-    assert loader_ref_of("torch.utils.data:DataLoader") == "torch.utils.data:DataLoader"
-    assert _load(loader_ref_of(DataLoader)) is DataLoader  # conformance's loader_cls works too
+    assert ref_of("torch.utils.data:DataLoader") == "torch.utils.data:DataLoader"
+    assert resolve(ref_of(DataLoader)) is DataLoader  # conformance's loader_cls works too
 
     class Local(DataLoader):
         pass
 
-    with pytest.raises(ValueError, match="module-level"):
-        loader_ref_of(Local)
+    with pytest.raises(LoaderRefError, match="module level"):
+        play(Schedule("local"), Local)
 
 
 @pytest.mark.slow

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Grade, SkewWorker, checks, kwargs, play
 
 PROP = "InOrderDelivery"
 
@@ -24,16 +22,16 @@ def test_batches_arrive_in_sampler_order_with_skewed_workers(
     Guards: D6 pytorch PR #14611 (in-order delivery head-of-line blocks on a slow batch; the
     reorder buffer is where order is lost).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=12,
-        faults=(Fault("skew", 0, 0.05),),
+        faults=(SkewWorker(0, 0.05),),
         kwargs=kwargs(workers, prefetch, batch_size=2, in_order=True),
     )
     expected = [[i, i + 1] for i in range(0, 12, 2)]
     if r.batches() != expected:
         grade.fail(PROP, f"batches {expected}", f"{r.batches()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -46,17 +44,16 @@ def test_iterable_batches_alternate_between_workers_in_order(
     active workers ("worker_queue_idx"), and are handed out by task index.
     Guards: D4 pytorch PR #19228 (IterableDataset support: per-worker order, round-robin).
     """
-    r = drive(
+    r = play(
         loader_cls,
-        dataset="iter",
         shards=(4, 4),
-        faults=(Fault("skew", 0, 0.05),),
+        faults=(SkewWorker(0, 0.05),),
         kwargs=kwargs(2, 2, batch_size=2, in_order=True),
     )
     expected = [[0, 1], [1_000_000, 1_000_001], [2, 3], [1_000_002, 1_000_003]]
     if r.batches() != expected:
         grade.fail(PROP, f"batches {expected}", f"{r.batches()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -67,15 +64,15 @@ def test_second_epoch_with_persistent_workers_is_in_order(loader_cls: type, grad
     iterator resets "send_idx"/"rcvd_idx" and resumes the same workers for the next epoch.
     Guards: D5 pytorch/pytorch#73603 (persistent workers: later epochs not in a stable order).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=8,
         epochs=3,
-        faults=(Fault("skew", 1, 0.03),),
+        faults=(SkewWorker(1, 0.03),),
         kwargs=kwargs(2, 1, batch_size=2, in_order=True, persistent_workers=True),
     )
     expected = [[i, i + 1] for i in range(0, 8, 2)]
     for epoch in range(3):
         if r.batches(epoch) != expected:
             grade.fail(PROP, f"epoch {epoch}: {expected}", f"{r.batches(epoch)}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _death
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Die, Grade, checks, kwargs, play
 
 PROP = "NoSilentLoss"
 
@@ -23,16 +20,16 @@ def test_epoch_does_not_end_quietly_after_worker_death(loader_cls: type, grade: 
     Guards: H3 pytorch test_error_workers semantics (after a worker fault the loader must not
     lose other batches), B1 pytorch PR #15665 (worker death detection).
     """
-    r = drive(
+    r = play(
         loader_cls,
         deadline_s=90.0,
         n=12,
-        faults=(Fault("kill", 5),),
+        faults=(Die(5),),
         max_errors=6,
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    _death.no_silent_loss(grade, r, set(range(12)))
-    check_clean(grade, r)
+    checks.no_silent_loss(grade, r, set(range(12)))
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -45,15 +42,14 @@ def test_iterable_epoch_does_not_end_quietly_after_worker_death(
     worker; a worker that vanished has not finished its shard.
     Guards: D4 pytorch PR #19228 (only a worker's exhaustion retires it from the round-robin).
     """
-    r = drive(
+    r = play(
         loader_cls,
         deadline_s=90.0,
-        dataset="iter",
         shards=(3, 8),
-        faults=(Fault("kill", 2),),
+        faults=(Die(2),),
         max_errors=6,
         kwargs=kwargs(2, 1, batch_size=1),
     )
     items = {k for k in range(3)} | {1_000_000 + k for k in range(8)}
-    _death.no_silent_loss(grade, r, items)
-    check_clean(grade, r)
+    checks.no_silent_loss(grade, r, items)
+    checks.nothing_left(grade, r)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _scenarios
-from conformance._cases import run
-from conformance.grading import Grade
+from conformance.harness import Grade, Leave, checks, play
 
 PROP = "PrefetchBound"
+STEPS = 6  # batches consumed, slowly
 
 
 @pytest.mark.quick
@@ -25,20 +24,21 @@ def test_fetches_never_run_ahead_of_consumption_by_more_than_the_window(
     2 * num_workers batches prefetched across all workers."
     Guards: G2 pytorch/pytorch#25691 (fds and memory in flight grow with the prefetch depth).
     """
-    r = run(
-        _scenarios.prefetch_window,
+    r = play(
         loader_cls,
-        {"num_workers": workers, "prefetch_factor": prefetch},
-        30,
-        6,
+        n=30,
+        leave={0: Leave("drop", STEPS)},
+        pause_s=0.2,
+        kwargs={"num_workers": workers, "prefetch_factor": prefetch, "batch_size": 1},
     )
-    for step in r.result["steps"]:
+    for step in r.of(0, "paused"):
         bound = step["consumed"] + step["window"]
-        if step["fetched"] > bound:
+        if step["value"] > bound:
             grade.fail(
                 PROP,
                 f"at most {bound} items fetched after {step['consumed']} were consumed",
-                f"{step['fetched']} fetched",
+                f"{step['value']} fetched",
             )
-    if r.result["leaks"]:
-        grade.fail("ShutdownCompletes", "nothing left", r.result["leaks"])
+    if len(r.of(0, "paused")) != STEPS:
+        grade.fail(PROP, f"{STEPS} batches consumed", f"{[e['kind'] for e in r.calls()]}")
+    checks.nothing_left(grade, r)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _scenarios
-from conformance._cases import kwargs, run
-from conformance.grading import Grade
+from conformance.harness import Grade, Leave, accelerator, checks, kwargs, play, shutdown_s
 
 PROP = "PinThreadExitsFirst"
 
@@ -26,12 +24,21 @@ def test_pinned_batches_and_clean_shutdown_after_break(
     Guards: A1 pytorch/pytorch#81794 (pin + persistent: ~5 s stall per worker at exit), F2
     pytorch/pytorch#21554 part 2 (main hangs joining the pin thread).
     """
-    why = _scenarios.accelerator()
+    why = accelerator.missing()
     if why:
         pytest.skip(why)
-    r = run(_scenarios.pinned, loader_cls, kwargs(2, 2, persistent_workers=persistent), must=PROP)
-    if not all(r.result["pinned"]):
-        grade.fail(PROP, "every batch pinned", f"is_pinned per batch: {r.result['pinned']}")
-    if r.result["leaks"]:
-        grade.fail("ShutdownCompletes", "nothing left after break", r.result["leaks"])
-    grade.bounded("ShutdownCompletes", "shutdown_s", r.result["drop_s"], "shutdown with pinning")
+    r = play(
+        loader_cls,
+        n=12,
+        leave={0: Leave("break", 2)},
+        setup=accelerator.load,
+        kwargs=kwargs(2, 2, batch_size=2, pin_memory=True, persistent_workers=persistent),
+        must=PROP,
+    )
+    pinned = [e.get("pinned", False) for e in r.of(0, "batch")]
+    if not pinned or not all(pinned):
+        grade.fail(PROP, "every batch pinned", f"is_pinned per batch: {pinned}")
+    checks.nothing_left(grade, r)
+    grade.bounded(
+        "ShutdownCompletes", "shutdown_s", shutdown_s(loader_cls, r), "shutdown with pinning"
+    )

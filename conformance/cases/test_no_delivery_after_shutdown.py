@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _scenarios
-from conformance._cases import kwargs, run
-from conformance.grading import Grade
+from conformance.harness import Grade, checks, kwargs, play
 
 PROP = "NoDeliveryAfterShutdown"
 
@@ -24,16 +22,20 @@ def test_exhausted_iterator_keeps_raising_stopiteration(
     its last reference is gone or it is depleted".
     Guards: D3 pytorch/pytorch#59312 (the loader kept calling __next__ after StopIteration).
     """
-    r = run(
-        _scenarios.stopiteration_sticks,
+    r = play(
         loader_cls,
-        kwargs(2, 2, batch_size=2, persistent_workers=persistent),
-        6,
+        n=6,
+        calls_after_stop=3,
+        kwargs=kwargs(2, 2, batch_size=2, persistent_workers=persistent),
     )
-    after = r.result["after"]
-    if any(kind != "stop" for kind, _ in after):
-        grade.fail(PROP, "StopIteration on every later next()", f"{after}")
-    if r.result["got"] != [[0, 1], [2, 3], [4, 5]]:
-        grade.fail("ExactlyOnce", "[[0, 1], [2, 3], [4, 5]]", f"{r.result['got']}")
-    if r.result["leaks"]:
-        grade.fail("ShutdownCompletes", "nothing left", r.result["leaks"])
+    calls = r.calls()
+    stop = next((i for i, e in enumerate(calls) if e["kind"] == "stop"), None)
+    if stop is None:
+        grade.fail(PROP, "an epoch ending in StopIteration", f"{[e['kind'] for e in calls]}")
+        return
+    after = [(e["kind"], e["value"]) for e in calls[stop + 1 :]]
+    if len(after) != 3 or any(kind != "stop" for kind, _ in after):
+        grade.fail(PROP, "StopIteration on each of 3 later next() calls", f"{after}")
+    if r.batches() != [[0, 1], [2, 3], [4, 5]]:
+        grade.fail("ExactlyOnce", "[[0, 1], [2, 3], [4, 5]]", f"{r.batches()}")
+    checks.nothing_left(grade, r)

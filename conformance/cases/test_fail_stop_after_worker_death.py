@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _death
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Await, Die, Grade, checks, kwargs, play
 
 PROP = "FailStopAfterWorkerDeath"
 
@@ -22,16 +19,16 @@ def test_next_after_worker_death_raises_promptly(loader_cls: type, grade: Grade)
     RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly')".
     Guards: B1 pytorch/pytorch#16608 (worker-kill tests skipped: "sometimes hangs").
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=12,
-        faults=(Fault("kill", 5),),
+        faults=(Die(5),),
         max_errors=3,
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    _death.first_error_reported(grade, r)
-    _death.later_calls_fail_stop(grade, r)
-    check_clean(grade, r)
+    checks.death_reported(grade, r)
+    checks.later_calls_fail_stop(grade, r)
+    checks.nothing_left(grade, r)
 
 
 # The idle-worker death races the loader's own bookkeeping (which task the dead worker held, when
@@ -50,17 +47,16 @@ def test_next_after_idle_worker_death_does_not_hang(loader_cls: type, grade: Gra
     runs = []
     for _ in range(IDLE_DEATH_RUNS):  # a run past its deadline fails the case at once
         runs.append(
-            drive(
+            play(
                 loader_cls,
                 deadline_s=20.0,
                 n=12,
-                probe=True,
                 kill_worker_after=2,
-                wait_fetch=5,
+                before_kill=Await("fetched", index=5),
                 max_errors=3,
                 kwargs=kwargs(2, 2, batch_size=1),
             )
         )
-        check_clean(grade, runs[-1])
+        checks.nothing_left(grade, runs[-1])
     grade.figure("runs", len(runs), "")
-    _death.later_calls_fail_stop(grade, max(runs, key=_death.slowest_later_next))
+    checks.later_calls_fail_stop(grade, max(runs, key=checks.slowest_later_next))

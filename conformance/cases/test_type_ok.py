@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _scenarios
-from conformance._cases import kwargs, run
-from conformance.grading import Grade
+from conformance.harness import Grade, checks, kwargs, play
 
 PROP = "TypeOK"
 
@@ -22,33 +20,36 @@ def test_worker_info_and_seeds_are_per_worker_and_per_epoch(loader_cls: type, gr
     torch.manual_seed(seed)", with a fresh base_seed per iterator.
     Guards: J1 pytorch/pytorch#5059 (every worker inherits the same RNG state through fork).
     """
-    r = run(_scenarios.worker_info, loader_cls, kwargs(3, 2, batch_size=2), 2)
-    inits = [x for x in r.result["records"] if x.get("event") == "init"]
+    r = play(loader_cls, n=12, epochs=2, record_inits=True, kwargs=kwargs(3, 2, batch_size=2))
+    inits = [i.__dict__ for i in r.inits]
     if len(inits) != 6:
         grade.fail(PROP, "6 worker_init_fn calls (3 workers x 2 epochs)", f"{len(inits)}")
     for rec in inits:
-        if rec["worker_id_arg"] != rec["id"] or rec["num_workers"] != 3:
+        if rec["worker_id_arg"] != rec["worker_id"] or rec["num_workers"] != 3:
             grade.fail(PROP, "worker_init_fn(id) == get_worker_info().id, num_workers 3", f"{rec}")
         if rec["seed"] != rec["torch_seed"]:
             grade.fail(PROP, "worker_info.seed == torch.initial_seed()", f"{rec}")
     for epoch in range(2):
-        ids = sorted(x["id"] for x in inits[epoch * 3 : epoch * 3 + 3])
+        ids = sorted(x["worker_id"] for x in inits[epoch * 3 : epoch * 3 + 3])
         if ids != [0, 1, 2]:
             grade.fail(PROP, "ids [0, 1, 2] per epoch", f"{ids}")
     seeds = [x["seed"] for x in inits]
     if len(set(seeds)) != len(seeds):
         grade.fail(PROP, "distinct seeds across workers and epochs", f"{seeds}")
-    if [b for e in r.result["epochs"] for b in e] != [
-        [0, 1],
-        [2, 3],
-        [4, 5],
-        [6, 7],
-        [8, 9],
-        [10, 11],
-    ] * 2:
-        grade.fail("ExactlyOnce", "both epochs complete", f"{r.result['epochs']}")
-    if r.result["leaks"]:
-        grade.fail("ShutdownCompletes", "nothing left", r.result["leaks"])
+    if (
+        r.batches(0) + r.batches(1)
+        != [
+            [0, 1],
+            [2, 3],
+            [4, 5],
+            [6, 7],
+            [8, 9],
+            [10, 11],
+        ]
+        * 2
+    ):
+        grade.fail("ExactlyOnce", "both epochs complete", f"{r.batches(0)}, {r.batches(1)}")
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -59,9 +60,12 @@ def test_worker_init_fn_runs_before_the_worker_fetches(loader_cls: type, grade: 
     subprocess with the worker id ... after seeding and before data loading".
     Guards: H2 pytorch PR #20150 (init errors and ordering of worker start-up).
     """
-    r = run(_scenarios.worker_info, loader_cls, kwargs(2, 1, batch_size=3), 1)
-    recs = r.result["records"]
-    for pid in {x["pid"] for x in recs if x.get("event") == "fetch"}:
-        mine = [x.get("event") for x in recs if x.get("pid") == pid]
+    r = play(loader_cls, n=12, records=True, record_inits=True, kwargs=kwargs(2, 1, batch_size=3))
+    seen = sorted(
+        [(i.t, i.pid, "init") for i in r.inits]
+        + [(f.t, f.pid, "fetch") for f in r.fetches if f.event == "fetch"]
+    )
+    for pid in {f.pid for f in r.fetches}:
+        mine = [event for _, p, event in seen if p == pid]
         if mine.count("init") != 1 or mine[0] != "init":
             grade.fail(PROP, "init once, before the first fetch", f"worker {pid}: {mine[:5]}")

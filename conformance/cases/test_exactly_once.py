@@ -9,8 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance.grading import Grade
+from conformance.harness import Grade, checks, kwargs, play
 
 PROP = "ExactlyOnce"
 
@@ -57,7 +56,7 @@ def test_map_style_epoch_hands_out_every_batch_once(
     "tasks_outstanding" counts each task sent until its result is handed out.
     Guards: D6 pytorch PR #132189 (lost or duplicated batches in the reorder buffer).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=n,
         kwargs=kwargs(workers, prefetch, batch_size=bs, drop_last=drop_last, in_order=in_order),
@@ -66,7 +65,7 @@ def test_map_style_epoch_hands_out_every_batch_once(
     got = r.batches() if in_order else sorted(r.batches())
     if got != expected or not r.of(0, "stop"):
         grade.fail(PROP, f"{expected} then StopIteration", f"{r.batches()} then {r.last()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -85,16 +84,15 @@ def test_iterable_epoch_hands_out_every_item_once(
     "_IterableDatasetStopIteration", and only then is the worker retired.
     Guards: D2 pytorch/pytorch#33413 (per-worker partial batches), D4 pytorch PR #19228.
     """
-    r = drive(
+    r = play(
         loader_cls,
-        dataset="iter",
         shards=tuple(shards),
         kwargs=kwargs(len(shards), prefetch, batch_size=bs),
     )
     expected = sorted(w * 1_000_000 + k for w, length in enumerate(shards) for k in range(length))
     if sorted(r.items()) != expected or not r.of(0, "stop"):
         grade.fail(PROP, f"{expected}", f"{sorted(r.items())} then {r.last()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.quick
@@ -108,20 +106,20 @@ def test_len_matches_the_batches_handed_out(
     Property: ExactlyOnce. Seed (DataLoader.__len__): "return len(self._index_sampler)".
     Guards: D2 pytorch/pytorch#33413 (fewer batches than len(dl) promises).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=11,
         len_of_loader=True,
         kwargs=kwargs(2, 2, batch_size=3, drop_last=drop_last),
     )
     expected = 11 // 3 if drop_last else math.ceil(11 / 3)
-    if r.result["len"] != expected or len(r.batches()) != expected:
+    length = r.first("len", epoch=None)
+    got = None if length is None else length["value"]
+    if got != expected or len(r.batches()) != expected:
         grade.fail(
-            PROP,
-            f"len {expected} and {expected} batches",
-            f"len {r.result['len']}, {len(r.batches())} batches",
+            PROP, f"len {expected} and {expected} batches", f"len {got}, {len(r.batches())} batches"
         )
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -135,7 +133,7 @@ def test_every_start_method_hands_out_every_batch(
     worker_init_fn cannot be an unpicklable object" - the protocol is the same in every context.
     Guards: J5 pytorch/pytorch#101327 (spawn default), H4 pytorch#22585 (forkserver pickling).
     """
-    r = drive(
+    r = play(
         loader_cls,
         deadline_s=90.0,
         n=6,
@@ -143,4 +141,4 @@ def test_every_start_method_hands_out_every_batch(
     )
     if r.batches() != [[0, 1], [2, 3], [4, 5]]:
         grade.fail(PROP, "[[0, 1], [2, 3], [4, 5]]", f"{r.batches()} then {r.last()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Grade, Leave, SkewWorker, checks, kwargs, play
 
 PROP = "NoStaleEpochDelivery"
 
@@ -34,17 +32,17 @@ def test_abandoned_epoch_leaves_nothing_stale_for_the_next(
     Guards: E5 PaddlePaddle/Paddle#48964 (next epoch after an abandoned one), E1
     pytorch/pytorch#48370 (second iter() with persistent workers).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=10,
         epochs=2,
-        epoch_tag=True,
-        faults=(Fault("skew", 1, 0.02),),
-        stop_after={0: ("drop", 1)},
+        tag_epochs=True,
+        faults=(SkewWorker(1, 0.02),),
+        leave={0: Leave("drop", 1)},
         kwargs=kwargs(2, 2, batch_size=2, in_order=in_order, persistent_workers=True),
     )
     _check_epoch(grade, r.items(1), 1, 10)
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP, "ExactlyOnce")
@@ -58,12 +56,12 @@ def test_many_epochs_are_each_complete_and_fresh(
     once in the lifetime of the DataLoader object so that workers can be reused".
     Guards: E3 huggingface/datasets#6673 (persistent workers replay an old epoch's state).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=6,
         epochs=5,
-        epoch_tag=True,
-        stop_after={1: ("drop", 1), 3: ("break", 2)},
+        tag_epochs=True,
+        leave={1: Leave("drop", 1), 3: Leave("break", 2)},
         kwargs=kwargs(2, 1, batch_size=2, persistent_workers=persistent),
     )
     for epoch in (0, 2, 4):
@@ -72,4 +70,4 @@ def test_many_epochs_are_each_complete_and_fresh(
         stale = [p for p in r.items(epoch) if p[1] != epoch]
         if stale:
             grade.fail(PROP, f"only epoch-{epoch} items", f"stale {stale}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Grade, SkewWorker, checks, kwargs, play
 
 PROP = "NoDuplicateDelivery"
 
@@ -24,10 +22,10 @@ def test_out_of_order_delivery_is_a_permutation(
     that arrives early is handed out at once and its "task_info" entry removed.
     Guards: D6 pytorch PR #141833 (in_order=False bookkeeping: lost or duplicated batches).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=16,
-        faults=(Fault("skew", 0, 0.04),),
+        faults=(SkewWorker(0, 0.04),),
         kwargs=kwargs(workers, prefetch, batch_size=2, in_order=False),
     )
     expected = [[i, i + 1] for i in range(0, 16, 2)]
@@ -37,7 +35,7 @@ def test_out_of_order_delivery_is_a_permutation(
         grade.fail(PROP, "each batch once", f"duplicated {dups}")
     if sorted(got) != expected:
         grade.fail("ExactlyOnce", f"a permutation of {expected}", f"{got}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP, "ExactlyOnce")
@@ -48,11 +46,10 @@ def test_iterable_out_of_order_delivery_is_a_permutation(loader_cls: type, grade
     task once, exhausted workers included.
     Guards: D6 pytorch PR #142324 (in_order=False with IterableDataset).
     """
-    r = drive(
+    r = play(
         loader_cls,
-        dataset="iter",
         shards=(6, 3),
-        faults=(Fault("skew", 0, 0.03),),
+        faults=(SkewWorker(0, 0.03),),
         kwargs=kwargs(2, 2, batch_size=2, in_order=False),
     )
     items = r.items()
@@ -61,4 +58,4 @@ def test_iterable_out_of_order_delivery_is_a_permutation(loader_cls: type, grade
         grade.fail(PROP, "each item once", f"{sorted(items)}")
     if sorted(items) != expected:
         grade.fail("ExactlyOnce", f"{expected}", f"{sorted(items)}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance.grading import Grade
+from conformance.harness import Grade, checks, kwargs, play
 
 PROP = "NoDeadlock"
 
@@ -22,16 +21,15 @@ def test_uneven_iterable_shards_are_all_drained(
     unavailable ("_mark_worker_as_unavailable") and "rcvd_idx" skips its empty slots.
     Guards: D4 pytorch PR #19228 (stop asking an exhausted worker, round-robin over the rest).
     """
-    r = drive(
+    r = play(
         loader_cls,
-        dataset="iter",
         shards=(5, 0, 2),
         kwargs=kwargs(3, 2, batch_size=2, in_order=in_order),
     )
     expected = sorted([*range(5), 2_000_000, 2_000_001])
     if sorted(r.items()) != expected or r.last() != "dropped" or not r.of(0, "stop"):
         grade.fail(PROP, f"items {expected} then StopIteration", f"{sorted(r.items())}, {r.last()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP, "ExactlyOnce")
@@ -42,7 +40,7 @@ def test_more_workers_than_batches_ends(loader_cls: type, grade: Grade) -> None:
     no more tasks are sent, and the epoch ends when "tasks_outstanding" reaches 0.
     Guards: A4 pytorch/pytorch#9985 (num_workers=12 on a 10-item dataset).
     """
-    r = drive(loader_cls, n=4, kwargs=kwargs(3, 3, batch_size=2))
+    r = play(loader_cls, n=4, kwargs=kwargs(3, 3, batch_size=2))
     if r.batches() != [[0, 1], [2, 3]] or not r.of(0, "stop"):
         grade.fail(PROP, "[[0, 1], [2, 3]] then StopIteration", f"{r.batches()}, {r.last()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -7,9 +7,18 @@ import re
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import EVERY, Fault, RaisingCollate, RaisingInit
-from conformance.grading import Grade
+from conformance.harness import (
+    EVERY,
+    Grade,
+    Hang,
+    Raise,
+    RaiseUnrebuildable,
+    Tensors,
+    Unpicklable,
+    checks,
+    kwargs,
+    play,
+)
 
 PROP = "IterationTerminates"
 
@@ -32,16 +41,16 @@ def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> N
     RuntimeError(f'DataLoader timed out after {timeout} seconds')".
     Guards: B4 pytorch/pytorch#21554 (a stuck worker hangs the loader).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=8,
-        faults=(Fault("hang", 2),),
+        faults=(Hang(2),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
-    got = [e for e in r.of(0) if e["kind"] in ("batch", "error", "stop")]
+    got = r.calls()
     _expect_error_in_turn(grade, got, 2, r"timed out")
     grade.bounded(PROP, "timeout_overshoot_s", max(0.0, got[2]["dt"] - 1.0), "timeout error")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.quick
@@ -57,23 +66,22 @@ def test_error_is_raised_in_turn_and_iteration_continues(
     DataLoader worker process {worker_id}')", re-raised by "_process_data".
     Guards: H3 pytorch test_error_workers semantics (iteration goes on after an error).
     """
-    faults = (Fault("raise", 5, "boom-5"),) if where == "dataset" else ()
-    extra = {"collate_fn": RaisingCollate(5, "boom-5")} if where == "collate" else {}
-    r = drive(
+    point = "in_fetch" if where == "dataset" else "in_collate"
+    r = play(
         loader_cls,
         n=12,
-        faults=faults,
+        faults=(Raise(5, ValueError, "boom-5", point=point),),
         max_errors=1,
-        kwargs=kwargs(2, 2, batch_size=2, **extra),
+        kwargs=kwargs(2, 2, batch_size=2),
     )
-    got = [e for e in r.of(0) if e["kind"] in ("batch", "error", "stop")]
+    got = r.calls()
     _expect_error_in_turn(grade, got, 2, r"ValueError.*boom-5")
     if "worker" not in str(got[2]["value"]).lower():
         grade.fail(PROP, "the error names the worker", str(got[2]["value"])[:300])
     expected = [[0, 1], [2, 3], [6, 7], [8, 9], [10, 11]]
     if r.batches() != expected or got[-1]["kind"] != "stop":
         grade.fail(PROP, f"then {expected} and StopIteration", f"{r.batches()} then {r.last()}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP, "NoDeadlock")
@@ -84,17 +92,17 @@ def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: G
     the main process re-raises it and "tasks_outstanding" goes down.
     Guards: H3 pytorch test_error_workers (41 items, bs 2 -> 21 errors then StopIteration).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=9,
-        faults=(Fault("raise", EVERY, "always"),),
+        faults=(Raise(EVERY, ValueError, "always"),),
         max_errors=20,
         kwargs=kwargs(3, 2, batch_size=2),
     )
-    kinds = [e["kind"] for e in r.of(0) if e["kind"] in ("batch", "error", "stop")]
+    kinds = [e["kind"] for e in r.calls()]
     if kinds != ["error"] * 5 + ["stop"]:
         grade.fail(PROP, "5 errors then StopIteration", f"{kinds}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -105,16 +113,17 @@ def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
     f'in DataLoader worker process {worker_id}')".
     Guards: H2 pytorch PR #20150 (test_error_in_init).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=8,
+        faults=(Raise(0, ValueError, "init-boom", point="in_worker_init"),),
         max_errors=3,
-        kwargs=kwargs(2, 2, batch_size=1, worker_init_fn=RaisingInit(0, "init-boom")),
+        kwargs=kwargs(2, 2, batch_size=1),
     )
     errors = r.of(0, "error")
     if not errors or "init-boom" not in str(errors[0]["value"]):
         grade.fail(PROP, "an error carrying 'init-boom'", f"{[e['value'] for e in errors]}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -125,17 +134,18 @@ def test_unrebuildable_exception_keeps_its_message(loader_cls: type, grade: Grad
     rebuilt from the message, a RuntimeError carrying the formatted message is raised instead.
     Guards: H1 pytorch/pytorch#30147 (TypeError: __init__() missing argument instead).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=6,
-        faults=(Fault("unrebuildable", 2),),
+        faults=(RaiseUnrebuildable(2),),
         max_errors=1,
         kwargs=kwargs(1, 2, batch_size=1),
     )
     errors = r.of(0, "error")
-    if not errors or not re.search(r"TwoArgError.*needs/two", str(errors[0]["value"]), re.S):
-        grade.fail(PROP, "an error naming TwoArgError with 'needs/two'", f"{errors[:1]}")
-    check_clean(grade, r)
+    text = re.escape(RaiseUnrebuildable(2).text())
+    if not errors or not re.search(rf"UnrebuildableError.*{text}", str(errors[0]["value"]), re.S):
+        grade.fail(PROP, f"an error naming UnrebuildableError with {text!r}", f"{errors[:1]}")
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -146,11 +156,11 @@ def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: G
     in queue is corrupted" - the loader must guard every get.
     Guards: B2 pytorch/pytorch#142884 (feeder thread dies on a pickling error; loader hangs).
     """
-    r = drive(
+    r = play(
         loader_cls,
         deadline_s=20.0,
         n=6,
-        faults=(Fault("unpicklable", 2),),
+        faults=(Unpicklable(2),),
         max_errors=1,
         kwargs=kwargs(1, 2, batch_size=1),
     )
@@ -158,25 +168,25 @@ def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: G
     if not errors:
         grade.fail(PROP, "an error for the unpicklable result", f"events {r.last()}")
     grade.bounded(PROP, "unpicklable_reported_s", errors[0]["dt"], "pickling failure raised")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
 def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade: Grade) -> None:
-    """RLIMIT_NOFILE=64 and 40 tensors per item: either every batch, or an error naming the
-    file-descriptor limit; never a hang.
+    """50 file descriptors to spare (RLIMIT_NOFILE) and 40 tensors per item: either every batch,
+    or an error naming the file-descriptor limit; never a hang.
 
     Property: IterationTerminates. Seed (torch NOTE "DataLoader on Linux and open files limit"):
     the file_descriptor sharing strategy needs one fd per tensor in flight.
     Guards: G1 pytorch/pytorch#973 (received 0 items of ancdata), G2 pytorch/pytorch#25691 (hang
     when fds run out).
     """
-    r = drive(
+    r = play(
         loader_cls,
         deadline_s=20.0,
         n=8,
-        faults=(Fault("tensors", EVERY, 40),),
-        nofile=64,
+        item=Tensors(40),
+        fd_headroom=50,
         max_errors=2,
         kwargs=kwargs(2, 2, batch_size=2),
     )
@@ -186,4 +196,4 @@ def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade:
         grade.fail(PROP, f"an error matching {clear!r}", str(errors[0]["value"])[:300])
     if not errors and len(r.batches()) != 4:
         grade.fail(PROP, "4 batches or a clear error", f"{len(r.batches())} batches, no error")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

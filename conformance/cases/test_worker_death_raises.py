@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _death
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault, killing_collate
-from conformance.grading import Grade
+from conformance.harness import EVERY, Await, Die, Grade, checks, kwargs, play
 
 PROP = "WorkerDeathRaises"
 
@@ -23,14 +20,14 @@ def test_worker_killed_before_fetch_raises(loader_cls: type, grade: Grade, in_or
     on main process, which checks if any of the workers fail".
     Guards: B1 pytorch PR #3474 / #11985 (a segfaulting worker hung the loader).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=12,
-        faults=(Fault("kill", 5),),
+        faults=(Die(5),),
         kwargs=kwargs(2, 2, batch_size=1, in_order=in_order),
     )
-    _death.first_error_reported(grade, r)
-    check_clean(grade, r)
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -41,15 +38,14 @@ def test_iterable_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     unexpectedly by fatal signals."
     Guards: B1 pytorch PR #15665 (worker death detection for every dataset kind).
     """
-    r = drive(
+    r = play(
         loader_cls,
-        dataset="iter",
         shards=(6, 6),
-        faults=(Fault("kill", 2),),
+        faults=(Die(2),),
         kwargs=kwargs(2, 1, batch_size=1),
     )
-    _death.first_error_reported(grade, r)
-    check_clean(grade, r)
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -60,13 +56,14 @@ def test_worker_killed_in_collate_raises(loader_cls: type, grade: Grade) -> None
     before putting it; dying at either point leaves the task without a result.
     Guards: B1 pytorch PR #11985 (worker killed mid-batch).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=12,
-        kwargs=kwargs(2, 2, batch_size=2, collate_fn=killing_collate(6)),
+        faults=(Die(6, point="in_collate"),),
+        kwargs=kwargs(2, 2, batch_size=2),
     )
-    _death.first_error_reported(grade, r)
-    check_clean(grade, r)
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -77,17 +74,16 @@ def test_worker_killed_while_blocked_on_full_pipe_raises(loader_cls: type, grade
     while reading from the pipe, the join will hang forever" (a torn message is not an EOF).
     Guards: C2 GaTech-RL2/EgoVerse#682 (workers blocked writing large samples).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=8,
-        probe=True,
-        faults=(Fault("big", -1),),
+        faults=(Die(EVERY, signal=None, point="blocked_put"),),
         kill_worker_after=1,
-        wait_fetch=3,
+        before_kill=Await("fetched", index=3),
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    _death.first_error_reported(grade, r)
-    check_clean(grade, r)
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -98,13 +94,12 @@ def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     raise" after a queue get times out, checking each worker's is_alive().
     Guards: B1 pytorch PR #6606-era test_proper_exit worker paths (idle worker killed).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=12,
-        probe=True,
         kill_worker_after=2,
-        wait_fetch=5,
+        before_kill=Await("fetched", index=5),
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    _death.first_error_reported(grade, r)
-    check_clean(grade, r)
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)

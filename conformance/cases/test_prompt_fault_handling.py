@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Die, Grade, Sleep, checks, kwargs, play
 
 PROP = "PromptFaultHandling"
 BUSY_S = 0.3  # how long the worker works on the item before it dies
@@ -27,10 +25,10 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
     on main process, which checks if any of the workers fail in the (Python) handler."
     Guards: B1 pytorch PR #11985 (worker death noticed only by a periodic check).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=4,
-        faults=(Fault("sleep", 0, BUSY_S), Fault("kill", 0)),
+        faults=(Sleep(0, BUSY_S), Die(0)),
         kwargs=kwargs(1, 1, batch_size=1),
     )
     errors = r.of(0, "error")
@@ -42,4 +40,4 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
         max(0.0, errors[0]["dt"] - BUSY_S),
         "worker death raised from a waiting next()",
     )
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._cases import check_clean, drive, kwargs, shutdown_s
-from conformance._datasets import Fault
-from conformance.grading import Grade
+from conformance.harness import Await, Grade, Hang, Leave, checks, kwargs, play, shutdown_s
 
 PROP = "ShutdownCompletes"
 
@@ -25,14 +23,14 @@ def test_leaving_an_epoch_early_stops_every_worker(
     Guards: A4 pytorch/pytorch#9985 (break out of a partly consumed loader hangs), A3
     pytorch/pytorch#48666 (exception in the loop hangs at exit).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=200,
-        stop_after={0: (how, 3)},
+        leave={0: Leave(how, 3)},
         kwargs=kwargs(2, 2, batch_size=2),
     )
     grade.figure("shutdown_s", shutdown_s(loader_cls, r))
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
@@ -46,14 +44,14 @@ def test_dropping_a_persistent_loader_stops_its_workers(
     workers_status with persistent_workers we have to shut it down because the worker is paused".
     Guards: A1 pytorch/pytorch#81794 (persistent workers stall exit ~5 s per worker).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=6,
         epochs=2,
-        stop_after={1: ("drop", 1)},
+        leave={1: Leave("drop", 1)},
         kwargs=kwargs(2, 2, batch_size=2, in_order=in_order, persistent_workers=True),
     )
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP, "PromptFaultHandling")
@@ -64,16 +62,15 @@ def test_stuck_worker_is_terminated_at_shutdown(loader_cls: type, grade: Grade) 
     _shutdown_workers): "in case that we unfortunately reach here ... we kill the worker."
     Guards: A2 pytorch/pytorch#39570 -> PR #39869 (join with a timeout, then terminate).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=20,
-        probe=True,
-        faults=(Fault("hang", 5),),
-        wait_fetch=5,
-        stop_after={0: ("drop", 2)},
+        faults=(Hang(5),),
+        before_leave=Await("fetch", index=5),
+        leave={0: Leave("drop", 2)},
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)
     took = shutdown_s(loader_cls, r)
     grade.bounded(PROP, "shutdown_s", took, "shutdown with a stuck worker")
 
@@ -86,13 +83,13 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
     shutdown that follows".
     Guards: B4 pytorch/pytorch#21554 (timeout raises but leaves the stuck workers alive).
     """
-    r = drive(
+    r = play(
         loader_cls,
         n=8,
-        faults=(Fault("hang", 2),),
+        faults=(Hang(2),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
     errors = r.of(0, "error")
     if not errors or "timed out" not in str(errors[0]["value"]):
         grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['value'] for e in errors]}")
-    check_clean(grade, r)
+    checks.nothing_left(grade, r)

@@ -1,0 +1,51 @@
+"""The harness a conformance case is written with; everything a case author imports is here.
+
+A case builds a `Plan` (faultinject's driver: a faulty dataset, the loader's arguments, the
+user's moves), plays it against the loader under test with `play` (SKIP when the loader cannot
+express the configuration, FAIL on a hang), and grades what the user saw with the suite's
+property checks (`checks`) or its own comparisons, through the `grade` fixture (`Grade`).
+Faults are faultinject's (`faultinject.faults`). See docs/conformance.md, "Writing a case".
+"""
+
+from __future__ import annotations
+
+from conformance.harness import accelerator, checks
+from conformance.harness.grading import MUST_BOUND_S, SHOULD_BOUND_S, Grade
+from conformance.harness.scenario import DEADLINE_S, kwargs, play, shutdown_s
+from faultinject.datasets import Tensors
+from faultinject.driver import Await, Leave, Plan, Run
+from faultinject.faults import (
+    EVERY,
+    Die,
+    Hang,
+    Raise,
+    RaiseUnrebuildable,
+    SkewWorker,
+    Sleep,
+    Unpicklable,
+)
+
+__all__ = [
+    "DEADLINE_S",
+    "EVERY",
+    "MUST_BOUND_S",
+    "SHOULD_BOUND_S",
+    "Await",
+    "Die",
+    "Grade",
+    "Hang",
+    "Leave",
+    "Plan",
+    "Raise",
+    "RaiseUnrebuildable",
+    "Run",
+    "SkewWorker",
+    "Sleep",
+    "Tensors",
+    "Unpicklable",
+    "accelerator",
+    "checks",
+    "kwargs",
+    "play",
+    "shutdown_s",
+]

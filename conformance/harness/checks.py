@@ -1,0 +1,206 @@
+"""The suite's property checks: one reading of a played scenario per spec property.
+
+Each check reads a `faultinject.driver.Run` (the events the user saw, the sandbox's report of
+what was left) and grades one property into a `Grade`: a MUST violation through `grade.fail`, a
+SHOULD one through `grade.non_strict`, measured figures through `grade.figure`. The cases call
+them, and so does `loaderspec.scenarios` for the spec-generated scenarios (with a collecting
+`Grade`): one oracle for both. A check returns after a failure, so a collecting grade can go on.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from typing import Any
+
+from conformance.harness.grading import MUST_BOUND_S, PROMPT, SHOULD_BOUND_S, Grade
+from faultinject.driver import Run
+
+__all__ = [
+    "death_reported",
+    "each_once",
+    "ended",
+    "in_order",
+    "later_calls_fail_stop",
+    "leaks",
+    "no_silent_loss",
+    "nothing_left",
+    "orphans_exit",
+    "slowest_later_next",
+]
+
+# torch: "DataLoader worker (pid 42) is killed by signal"; paddle: "DataLoader process (pid 42)
+# exited is killed by signal". Either tells the user which process died.
+_NAMES_THE_WORKER = re.compile(r"worker|\bpids?\b\W*\d+", re.IGNORECASE)
+
+
+def ended(grade: Grade, r: Run, must: str = "IterationTerminates") -> None:
+    """The scenario ended within its deadline (a hang is a violation of `must`) and did not
+    raise outside the loader's calls."""
+    report = r.report
+    if report is None:
+        return
+    if report.outcome == "deadline":
+        grade.fail(must, "the scenario to end within its deadline", f"killed: {report.error}")
+    elif report.outcome == "raised":
+        grade.fail(must, "the scenario to end", f"it raised: {report.error}")
+
+
+def leaks(r: Run) -> str:
+    """What the scenario left after the loader was dropped, in one line ("" when nothing):
+    processes (alive, or left in the session after it ended), zombies, threads, fds, /dev/shm."""
+    report = r.report
+    if report is None:
+        return ""
+    left = [p for p in report.leftover_pids if p not in report.helpers]
+    found = {
+        "processes": report.lingering,
+        "session": left,
+        "zombies": report.zombies,
+        "threads": report.leaked_threads,
+        "fds": report.leaked_fds,
+        "shm": report.leaked_shm,
+    }
+    parts = [
+        f"{name}: {', '.join(map(str, items[:5]))}{' …' if len(items) > 5 else ''}"
+        for name, items in found.items()
+        if items
+    ]
+    return "; ".join(parts)
+
+
+def nothing_left(grade: Grade, r: Run) -> None:
+    """ShutdownCompletes: nothing left after the loader was dropped (no process, zombie, thread,
+    fd or /dev/shm entry; no worker alive 15 s after the iterator that owned it was dropped),
+    and no shutdown took longer than the MUST bound."""
+    for e in r.of(None, "alive_after_drop"):
+        if e["value"]:
+            grade.fail(
+                "ShutdownCompletes",
+                f"the workers gone once the iterator of epoch {e['epoch']} was dropped",
+                f"workers {e['value']} alive {MUST_BOUND_S:g} s later",
+            )
+            return
+    left = leaks(r)
+    if left:
+        grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left)
+        return
+    drops = [e["dt"] for e in r.of(None) if e["kind"] in ("dropped", "loader_dropped")]
+    slowest = max(drops, default=0.0)
+    if slowest > MUST_BOUND_S:
+        grade.fail("ShutdownCompletes", f"shutdown within {MUST_BOUND_S:g} s", f"{slowest:.1f} s")
+
+
+def orphans_exit(grade: Grade, r: Run, what: str) -> None:
+    """NoOrphanWorkers (MUST, within 15 s) and PromptFaultHandling (SHOULD, 0.5 s): after the
+    loader's process was SIGKILLed, every worker exited on its own."""
+    exits = {} if r.report is None else r.report.orphan_exit_s
+    alive = [pid for pid, t in exits.items() if t is None]
+    if alive:
+        grade.fail(
+            "NoOrphanWorkers",
+            f"every worker gone within {MUST_BOUND_S:g} s of the parent's SIGKILL",
+            f"workers {alive} still alive ({what}); killed by the harness",
+        )
+        return
+    slowest = max((t for t in exits.values() if t is not None), default=0.0)
+    grade.bounded("NoOrphanWorkers", "orphan_exit_s", slowest, f"{what} exiting after parent death")
+
+
+def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str] = ()) -> None:
+    """WorkerDeathRaises: the epoch did not end (or go on forever) without an error, the error
+    came within the bounds, and it names the dead worker. `ignore`: types of errors the scenario
+    injected on purpose (not the death's)."""
+    errors = [e for e in r.of(epoch, "error") if e["type"] not in ignore]
+    if not errors:
+        grade.fail(
+            "WorkerDeathRaises",
+            "an error naming the dead worker",
+            f"no error; {len(r.of(epoch, 'batch'))} batches then {r.last(epoch)}",
+        )
+        return
+    grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0]["dt"], "worker death raised")
+    if not _NAMES_THE_WORKER.search(str(errors[0]["value"])):
+        grade.fail(
+            "WorkerDeathRaises",
+            "an error that names the dead worker (the word 'worker' or its pid)",
+            errors[0]["value"],
+        )
+
+
+def _after_first_error(r: Run) -> list[dict[str, Any]] | None:
+    """The next() results after the first error (None: there was no error)."""
+    events = r.of(0)
+    first = next((i for i, e in enumerate(events) if e["kind"] == "error"), None)
+    if first is None:
+        return None
+    return [e for e in events[first + 1 :] if e["kind"] in ("batch", "error", "stop")]
+
+
+def slowest_later_next(r: Run) -> float:
+    """The longest next() after the first error (0 when there was none)."""
+    return max((e["dt"] for e in _after_first_error(r) or []), default=0.0)
+
+
+def later_calls_fail_stop(grade: Grade, r: Run) -> None:
+    """FailStopAfterWorkerDeath (SHOULD) and IterationTerminates (MUST) for the calls after the
+    first error."""
+    after = _after_first_error(r)
+    if after is None:
+        return
+    batches = [e for e in after if e["kind"] == "batch"]
+    slowest = slowest_later_next(r)
+    grade.figure("slowest_later_next_s", slowest)
+    if slowest > MUST_BOUND_S:
+        grade.fail(
+            "IterationTerminates", f"later next() within {MUST_BOUND_S:g} s", f"{slowest:.1f} s"
+        )
+        return
+    if batches:
+        grade.non_strict(
+            "FailStopAfterWorkerDeath",
+            None,
+            f"{len(batches)} batches handed out after the worker-death error",
+        )
+    if slowest > SHOULD_BOUND_S:
+        grade.non_strict(
+            PROMPT, None, f"a later next() took {slowest:.2f} s (SHOULD: {SHOULD_BOUND_S:g} s)"
+        )
+
+
+def no_silent_loss(grade: Grade, r: Run, tasks: Collection[Any], epoch: int = 0) -> None:
+    """NoSilentLoss: StopIteration only when every task was handed out."""
+    if not r.of(epoch, "stop"):
+        return
+    missing = sorted(set(tasks) - set(r.items(epoch)))
+    if missing and r.of(epoch, "error"):
+        grade.fail(
+            "NoSilentLoss",
+            "no StopIteration while a task was never handed out",
+            f"StopIteration with items {missing[:10]} never handed out",
+        )
+    elif missing:
+        grade.fail(
+            "NoSilentLoss",
+            "an error or every item",
+            f"StopIteration without an error, items {missing[:10]} missing",
+        )
+
+
+def each_once(grade: Grade, r: Run, expected: Collection[Any], epoch: int = 0) -> None:
+    """ExactlyOnce and NoDuplicateDelivery for an epoch that ended in StopIteration: every
+    expected item handed out, none twice."""
+    got = r.items(epoch)
+    dups = sorted({x for x in got if got.count(x) > 1})
+    if dups:
+        grade.fail("NoDuplicateDelivery", "each item once", f"epoch {epoch}: duplicated {dups}")
+        return
+    if r.of(epoch, "stop") and sorted(got) != sorted(expected):
+        grade.fail("ExactlyOnce", f"epoch {epoch}: {sorted(expected)}", f"{got}")
+
+
+def in_order(grade: Grade, r: Run, epoch: int = 0) -> None:
+    """InOrderDelivery for a map-style epoch over a sequential sampler: items ascending."""
+    got = r.items(epoch)
+    if got != sorted(got):
+        grade.fail("InOrderDelivery", f"epoch {epoch} in sampler order", f"{got}")

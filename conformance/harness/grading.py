@@ -1,0 +1,110 @@
+"""Graded outcomes: PASS, FAIL, NON-STRICT, SKIP, and the wall-clock bounds behind them.
+
+A MUST property violated is a FAIL (the case fails). A SHOULD property violated while the case's
+MUST properties hold is NON-STRICT: the case passes, and its `Grade` records which property was
+weakened and by how much. Wall-clock bounds (architecture.md, "Levels and grading"): 0.5 s is
+the SHOULD bound (`PromptFaultHandling`); past 15 s (3 x torch's 5 s status-check interval) the
+event counts as a hang of the case's MUST property.
+
+A `Grade` made for a pytest case (`Grade()`, the `grade` fixture) fails the case at the first
+MUST violation; one made with `collect=True` records every violation instead, for graders that
+are not a pytest case (`loaderspec.scenarios`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from faultinject.driver import MUST_BOUND_S
+from loaderspec.vocabulary import Level, property_named
+
+__all__ = [
+    "FAIL",
+    "MUST_BOUND_S",
+    "NON_STRICT",
+    "OUTCOMES",
+    "PASS",
+    "PROMPT",
+    "SHOULD_BOUND_S",
+    "SKIP",
+    "Figure",
+    "Grade",
+    "fail",
+]
+
+PASS, FAIL, NON_STRICT, SKIP = "PASS", "FAIL", "NON-STRICT", "SKIP"
+OUTCOMES = (PASS, FAIL, NON_STRICT, SKIP)
+
+SHOULD_BOUND_S = 0.5
+PROMPT = "PromptFaultHandling"
+
+
+def violation(prop: str, expected: str, actual: str) -> str:
+    """How a violated property reads: `Property (LEVEL): expected ...; actual ...`."""
+    return f"{prop} ({property_named(prop).level.value}): expected {expected}; actual {actual}"
+
+
+def fail(prop: str, expected: str, actual: str) -> None:
+    """Fail the running case: MUST property `prop` is violated."""
+    pytest.fail(violation(prop, expected, actual), pytrace=False)
+
+
+@dataclass
+class Figure:
+    name: str
+    value: float
+    unit: str
+
+
+@dataclass
+class Grade:
+    """Per-case record of figures and SHOULD-level deviations (the `grade` fixture)."""
+
+    collect: bool = False  # record MUST violations in `violations` instead of failing the case
+    figures: list[Figure] = field(default_factory=list)
+    non_strict_notes: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+
+    def figure(self, name: str, value: float, unit: str = "s") -> None:
+        """Record a measured figure (shown in the report)."""
+        self.figures.append(Figure(name, round(float(value), 3), unit))
+
+    def non_strict(self, prop: str, figure: float | None = None, detail: str = "") -> None:
+        """Record that SHOULD property `prop` was not met (the case grades NON-STRICT).
+
+        Raises:
+            ValueError: `prop` is a MUST property (that is a FAIL: call `fail`).
+        """
+        if property_named(prop).level is not Level.SHOULD:
+            raise ValueError(f"{prop} is a MUST property: a violation is a FAIL, not NON-STRICT")
+        if figure is not None:
+            self.figure(f"{prop}", figure)
+        self.non_strict_notes.append(f"{prop}: {detail}" if detail else prop)
+
+    def fail(self, prop: str, expected: str, actual: str) -> None:
+        """MUST property `prop` is violated: fail the case (or, collecting, record it)."""
+        if not self.collect:
+            fail(prop, expected, actual)
+        self.violations.append(violation(prop, expected, actual))
+
+    def bounded(self, must_prop: str, name: str, seconds: float | None, what: str) -> None:
+        """Grade a latency: <= 0.5 s PASS, <= 15 s NON-STRICT (PromptFaultHandling), else FAIL
+        of `must_prop` (`seconds` None: it never happened within the bound)."""
+        if seconds is None or seconds > MUST_BOUND_S:
+            bound = f"within {MUST_BOUND_S:g} s"
+            self.fail(must_prop, f"{what} {bound}", f"not {bound}")
+            return
+        self.figure(name, seconds)
+        if seconds > SHOULD_BOUND_S:
+            self.non_strict(
+                PROMPT, None, f"{what} took {seconds:.2f} s (SHOULD: within {SHOULD_BOUND_S:g} s)"
+            )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "figures": [f.__dict__ for f in self.figures],
+            "non_strict": list(self.non_strict_notes),
+        }

@@ -1,0 +1,143 @@
+"""What the harness knows about a loader class: its importable name, and what it says of itself.
+
+One place resolves `"package.module:Class"` (or `"package.module.Class"`) to a class and back
+(`resolve`, `ref_of`), for the conformance plugin, the spec scenarios and the benchmark alike.
+A loader class may describe itself to the harness with class attributes and methods; none is
+required, and nothing here reads a loader's private state:
+
+* `loaderspec_unsupported(cls, **loader_kwargs) -> str | None` (a classmethod): None when the
+  loader can express this configuration, else why not, in one line. A loader whose constructor
+  raises `NotImplementedError(reason)` for such a configuration says the same thing later.
+* `workers_die_with: "iterator" | "loader"`: what must be dropped for the workers to stop
+  (torch's loader: the iterator; torchdata's StatefulDataLoader keeps its iterator: the loader).
+
+`unsupported(cls, kwargs)` also answers for loaders that declare nothing, from the constructor's
+signature: an argument of torch's that the constructor does not take is named.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Literal
+
+__all__ = [
+    "LoaderRefError",
+    "WorkersDieWith",
+    "ref_of",
+    "resolve",
+    "split",
+    "unsupported",
+    "workers_die_with",
+]
+
+WorkersDieWith = Literal["iterator", "loader"]
+
+FIX = (
+    "give an importable class as 'package.module:Class' or 'package.module.Class', "
+    "e.g. --loader=torch.utils.data:DataLoader"
+)
+MSG_MALFORMED = "loader {value!r} (from {source}) is not of the form 'package.module:Class'; " + FIX
+MSG_NO_MODULE = "loader {value!r} (from {source}): cannot import module {module!r}: {error}; " + FIX
+MSG_NO_ATTR = (
+    "loader {value!r} (from {source}): module {module!r} has no attribute {attr!r}; " + FIX
+)
+MSG_NOT_CALLABLE = (
+    "loader {value!r} (from {source}) names {kind}, not a class or callable taking "
+    "torch DataLoader's arguments; " + FIX
+)
+MSG_NOT_IMPORTABLE = (
+    "{ref}: a loader run in a sandbox must be importable by name: define it at module level"
+)
+MSG_UNSUPPORTED_ARG = "the loader does not accept torch's argument {name!r}"
+
+
+class LoaderRefError(ValueError):
+    """A loader reference that cannot be used; the message says why and how to fix it."""
+
+
+def split(value: str) -> tuple[str, str]:
+    """`pkg.mod:Attr.Path` or `pkg.mod.Class` -> (module, attribute path).
+
+    Raises:
+        ValueError: `value` has neither form.
+    """
+    if ":" in value:
+        module, _, attr = value.partition(":")
+    else:
+        module, _, attr = value.rpartition(".")
+    ok = module and attr and ":" not in attr
+    ok = ok and all(p.isidentifier() for p in module.split(".") + attr.split("."))
+    if not ok:
+        raise ValueError(value)
+    return module, attr
+
+
+def resolve(value: str, source: str = "argument") -> type:
+    """Import the loader class named `value` (`source` says where the name came from, for the
+    message).
+
+    Raises:
+        LoaderRefError: malformed reference, missing module or attribute, or not callable.
+    """
+    fields = {"value": value, "source": source}
+    try:
+        module_name, attr = split(value.strip())
+    except ValueError:
+        raise LoaderRefError(MSG_MALFORMED.format(**fields)) from None
+    try:
+        obj: object = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure of a user's package is a usage problem
+        raise LoaderRefError(
+            MSG_NO_MODULE.format(module=module_name, error=f"{type(exc).__name__}: {exc}", **fields)
+        ) from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise LoaderRefError(MSG_NO_ATTR.format(module=module_name, attr=attr, **fields))
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise LoaderRefError(MSG_NOT_CALLABLE.format(kind=type(obj).__name__, **fields))
+    return obj  # type: ignore[return-value]
+
+
+def ref_of(loader: str | type) -> str:
+    """`"pkg.mod:Class"` for a loader class, or the reference itself if given one.
+
+    Raises:
+        LoaderRefError: a class another process could not import by name (a local class).
+    """
+    if isinstance(loader, str):
+        return loader
+    ref = f"{loader.__module__}:{loader.__qualname__}"
+    if "<locals>" in ref:
+        raise LoaderRefError(MSG_NOT_IMPORTABLE.format(ref=ref))
+    return ref
+
+
+def workers_die_with(loader_cls: type) -> WorkersDieWith:
+    """What must be dropped for the loader's workers to stop (default: the iterator)."""
+    return getattr(loader_cls, "workers_die_with", "iterator")
+
+
+def _refused_argument(loader_cls: type, kwargs: dict[str, Any]) -> str | None:
+    """The first argument the constructor's signature cannot take (None: it takes them all, or
+    accepts **kwargs, or has no signature to read)."""
+    try:
+        params = inspect.signature(loader_cls).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return next((name for name in kwargs if name not in params), None)
+
+
+def unsupported(loader_cls: type, kwargs: dict[str, Any]) -> str | None:
+    """Why `loader_cls(dataset, **kwargs)` is a configuration the loader cannot express (its
+    `loaderspec_unsupported`, or an argument its constructor does not take), or None."""
+    declared = getattr(loader_cls, "loaderspec_unsupported", None)
+    if callable(declared):
+        reason = declared(**kwargs)
+        if reason:
+            return str(reason)
+    name = _refused_argument(loader_cls, kwargs)
+    return None if name is None else MSG_UNSUPPORTED_ARG.format(name=name)

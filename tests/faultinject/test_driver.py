@@ -1,0 +1,159 @@
+"""The driver plays a plan against any loader in a sandbox: what the user saw, event by event;
+what the loader cannot express, as a refusal; what it left behind, counted before anything reaps
+it."""
+
+from __future__ import annotations
+
+import signal
+
+import fi_loaders as L
+import pytest
+from torch.utils.data import DataLoader
+
+from faultinject import loaders
+from faultinject.driver import Await, Leave, Plan, flat, run
+from faultinject.faults import EVERY, Die, Hang, Raise
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
+
+FORK2 = {"num_workers": 2, "multiprocessing_context": "fork", "batch_size": 2}
+
+
+def test_an_epoch_is_a_batch_event_per_next_then_stop():
+    r = run(DataLoader, Plan(n=5, kwargs=FORK2, len_of_loader=True), deadline_s=60)
+    assert r.report is not None
+    assert r.report.outcome == "returned", r.report.error
+    assert [e["kind"] for e in r.calls()] == ["batch", "batch", "batch", "stop"]
+    assert r.batches() == [[0, 1], [2, 3], [4]]
+    assert r.first("len", epoch=None)["value"] == 3
+    assert r.report.clean, r.report.leftovers()
+
+
+def test_faults_go_where_they_fire():
+    plan = Plan(
+        n=6,
+        faults=(
+            Raise(1, ValueError, "in fetch"),
+            Raise(4, ValueError, "in collate", point="in_collate"),
+            Raise(1, ValueError, "in init", point="in_worker_init"),
+        ),
+        max_errors=5,
+        kwargs={**FORK2, "batch_size": 1},
+    )
+    r = run(DataLoader, plan, deadline_s=60)
+    errors = [e["value"] for e in r.of(0, "error")]
+    assert any("in fetch" in e for e in errors), errors
+    assert any("in collate" in e for e in errors), errors
+    assert any("in init" in e for e in errors), errors
+
+
+def test_a_worker_killed_from_outside_after_a_fetch_is_awaited():
+    plan = Plan(
+        n=12,
+        kill_worker_after=2,
+        before_kill=Await("fetched", index=5),
+        max_errors=1,
+        stop_at_fatal=True,
+        records=True,
+        kwargs={"num_workers": 2, "batch_size": 1},
+    )
+    r = run(DataLoader, plan, deadline_s=60)
+    awaited, killed = r.first("awaited"), r.first("killed")
+    assert awaited is not None
+    assert awaited["value"] is True
+    assert killed is not None
+    assert len(killed["value"]) == 1
+    assert any(f.event == "fetched" and f.index == 5 for f in r.fetches)
+    assert r.of(0, "error"), r.events  # the death reached the user as an error
+
+
+@pytest.mark.parametrize("how", ["drop", "break", "raise"])
+def test_leaving_an_epoch_early_is_timed_and_the_workers_are_watched(how):
+    r = run(DataLoader, Plan(n=40, kwargs=FORK2, leave={0: Leave(how, 2)}), deadline_s=60)
+    assert len(r.batches()) == 2
+    assert r.first("dropped") is not None
+    assert r.first("alive_after_drop")["value"] == []
+
+
+def test_next_after_stop_is_recorded():
+    r = run(DataLoader, Plan(n=2, kwargs=FORK2, calls_after_stop=2), deadline_s=60)
+    assert [e["kind"] for e in r.calls()] == ["batch", "stop", "stop", "stop"]
+
+
+def test_a_hang_past_the_deadline_leaves_its_events():
+    plan = Plan(n=8, faults=(Hang(2),), kwargs={"num_workers": 1, "batch_size": 1})
+    r = run(DataLoader, plan, deadline_s=3, linger_s=1)
+    assert r.report is not None
+    assert r.report.outcome == "deadline"
+    assert len(r.batches()) == 2  # streamed before the hang: the record survives the kill
+
+
+def test_the_parent_killed_while_workers_are_blocked_on_a_full_pipe():
+    plan = Plan(
+        n=8,
+        faults=(Die(EVERY, signal=None, point="blocked_put"),),
+        leave={0: Leave("kill_parent", 0)},
+        before_leave=Await("fetched", count=2),
+        kwargs={"num_workers": 2, "batch_size": 1},
+    )
+    r = run(L.DeclaresForkOnly, plan, deadline_s=60, orphan_grace_s=1.0)
+    assert r.report is not None
+    assert (r.report.outcome, r.report.killed_by_signal) == ("killed", signal.SIGKILL)
+    assert r.first("awaited")["value"] is True
+    assert len(r.report.orphan_exit_s) == 2  # each worker timed (torch's stay: None)
+
+
+def test_a_declared_unsupported_configuration_is_refused_before_anything_starts():
+    plan = Plan(n=4, kwargs={"num_workers": 2, "multiprocessing_context": "spawn"})
+    assert loaders.unsupported(L.DeclaresForkOnly, dict(plan.kwargs)) == L.NO_SPAWN
+    r = run(L.DeclaresForkOnly, plan, deadline_s=60)
+    assert (r.refused, r.report) == (L.NO_SPAWN, None)
+
+
+def test_not_implemented_in_the_constructor_is_a_refusal_with_its_message():
+    r = run(L.RefusesInConstructor, Plan(n=4, kwargs={"in_order": False}), deadline_s=60)
+    assert r.refused == L.NO_IN_ORDER
+    assert r.report is not None
+    assert r.report.outcome == "returned"
+
+
+def test_an_argument_the_constructor_does_not_take_is_named():
+    kwargs = {"num_workers": 0, "timeout": 1.0}
+    assert loaders.unsupported(L.TakesFewArguments, kwargs) == (
+        loaders.MSG_UNSUPPORTED_ARG.format(name="timeout")
+    )
+    r = run(L.SwallowsKwargs, Plan(n=4, kwargs=kwargs), deadline_s=60)
+    assert r.refused == loaders.MSG_UNSUPPORTED_ARG.format(name="timeout")
+
+
+def test_any_other_constructor_error_is_not_a_refusal():
+    r = run(L.BadArgument, Plan(n=4), deadline_s=60)
+    assert r.refused is None
+    assert r.report is not None
+    assert r.report.outcome == "raised"
+    assert "positive integer" in (r.report.error or "")
+
+
+def test_a_process_the_loader_leaves_running_is_lingering():
+    r = run(L.LeaksAProcess, Plan(n=2), deadline_s=60, linger_s=0.5)
+    assert r.report is not None
+    assert r.report.outcome == "returned", r.report.error
+    assert len(r.report.lingering) == 1
+    assert not r.report.clean
+
+
+def test_a_process_nobody_joined_is_a_zombie_counted_before_anything_reaps_it():
+    r = run(L.LeavesAZombie, Plan(n=2), deadline_s=60, linger_s=0.5)
+    assert r.report is not None
+    assert r.report.outcome == "returned", r.report.error
+    assert len(r.report.zombies) == 1
+    assert r.report.lingering == []
+
+
+def test_flat_reads_any_batch_as_plain_values():
+    import torch
+
+    assert flat(torch.tensor([[1, 2], [3, 4]])) == [1, 2, 3, 4]
+    assert flat([torch.tensor([1]), (2, 3)]) == [1, 2, 3]
+    assert flat(b"xx") == ["<2 bytes>"]
+    assert flat(object())[0].startswith("<object object")

@@ -1,0 +1,52 @@
+"""One resolver of `pkg.mod:Class` names, and what a loader class says of itself."""
+
+from __future__ import annotations
+
+import fi_loaders as L
+import pytest
+from torch.utils.data import DataLoader
+
+from faultinject import loaders
+
+
+@pytest.mark.parametrize("value", ["torch.utils.data:DataLoader", "torch.utils.data.DataLoader"])
+def test_both_spellings_resolve(value):
+    assert loaders.resolve(value) is DataLoader
+    assert loaders.resolve(loaders.ref_of(DataLoader)) is DataLoader
+
+
+@pytest.mark.parametrize(
+    ("value", "template"),
+    [
+        ("nodots", loaders.MSG_MALFORMED),
+        ("no_such_pkg_xyz.mod:Loader", loaders.MSG_NO_MODULE),
+        ("torch.utils.data:Missing", loaders.MSG_NO_ATTR),
+        ("torch.utils.data:__doc__", loaders.MSG_NOT_CALLABLE),
+    ],
+)
+def test_a_bad_name_says_what_and_where_from_and_the_fix(value, template):
+    with pytest.raises(loaders.LoaderRefError) as err:
+        loaders.resolve(value, "option --loader")
+    message = str(err.value)
+    assert repr(value) in message
+    assert "option --loader" in message
+    assert loaders.FIX in message
+    assert template.split("{")[0].strip() in message
+
+
+def test_a_local_class_has_no_importable_name():
+    class Local(DataLoader):
+        pass
+
+    with pytest.raises(loaders.LoaderRefError, match="module level"):
+        loaders.ref_of(Local)
+
+
+def test_declarations_and_their_defaults():
+    assert loaders.workers_die_with(DataLoader) == "iterator"
+    assert loaders.unsupported(DataLoader, {"in_order": False, "timeout": 1.0}) is None
+    assert loaders.unsupported(L.DeclaresForkOnly, {"multiprocessing_context": "fork"}) is None
+    assert loaders.unsupported(L.DeclaresForkOnly, {"multiprocessing_context": "spawn"}) == (
+        L.NO_SPAWN
+    )
+    assert loaders.unsupported(L.SwallowsKwargs, {"timeout": 1.0}) is None  # **kwargs: it may
