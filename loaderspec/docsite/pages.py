@@ -12,7 +12,7 @@ page (``up`` leads from the page to the checkout's top: ``"../"`` from ``docs/x.
   (``conformance.catalog.cases``);
 * properties: ``vocabulary.PROPERTIES``, the spec, the broken variants of the model manifest
   (``loaderspec.modelcheck.load_manifest``), the cases;
-* the matrix: ``docs/reports/*/report.json`` through ``loaderspec.report.matrix``;
+* the matrix: ``docs/reports/*/report.json`` through ``conformance.harness.report.matrix``;
 * the API pages: the public modules of a package, for mkdocstrings.
 """
 
@@ -108,7 +108,7 @@ def cases_by_property() -> dict[str, list[tuple[str, str]]]:
 
 
 def case_link(file: str, case: str, up: str) -> str:
-    return f"[`{case}`]({up}conformance/{file}#{case})"
+    return f"[`{case}`]({up}conformance/cases/{file}#{case})"
 
 
 def _spec_link(name: str, up: str) -> str:
@@ -232,6 +232,7 @@ def _outcome(case: dict | None) -> str:
 def matrix(reports: Path, up: str, reports_url: str) -> str:
     """The conformance matrix of every ``reports/*/report.json``: totals per loader, every case
     by loader, and each non-PASS with the detail its report gives."""
+    from conformance.harness import report as renderer
     from loaderspec import report
 
     results = {}
@@ -244,7 +245,7 @@ def matrix(reports: Path, up: str, reports_url: str) -> str:
         raise LookupError(f"{reports}: no */report.json (make them with `loaderspec report`)")
     first = list(report.DEFAULT_LOADERS)  # the reference loader and torch, then the others
     order = sorted(results, key=lambda x: (first.index(x) if x in first else len(first), x))
-    m = report.matrix({x: results[x] for x in order})
+    m = renderer.matrix({x: results[x] for x in order})
     loaders = m["loaders"]
     outcomes = ("PASS", "FAIL", "NON-STRICT", "SKIP")
     lines = ["| loader | " + " | ".join(outcomes) + " | report |", "| --- " * 6 + "|"]

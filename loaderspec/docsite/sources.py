@@ -29,6 +29,8 @@ PUBLISHED: tuple[str, ...] = (
     "faultinject/*.py",
     "conformance/*.py",
     "conformance/adapters/*.py",
+    "conformance/cases/*.py",
+    "conformance/harness/*.py",
     "loaderspec/*.py",
     "loaderspec/docsite/*.py",
     "bench/*.py",

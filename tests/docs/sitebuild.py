@@ -42,7 +42,7 @@ def good_links() -> list[str]:
         f"../reference/core.py#{_core_method()}",
         "../spec/DataLoader.tla#MainTryPutIndex",
         "../spec/DataLoader.tla#L1-L3",
-        f"../conformance/{file}#{case}",
+        f"../conformance/cases/{file}#{case}",
     ]
 
 
@@ -53,7 +53,7 @@ def broken_links() -> dict[str, str]:
         f"../reference/core.py#{_core_method()}_no_such_method": "no such definition",
         "../spec/DataLoader.tla#L99999": "the file has lines",
         "../spec/DataLoader.tla#MainNoSuchAction": "no such definition",
-        f"../conformance/{file}#test_no_such_case": "no such definition",
+        f"../conformance/cases/{file}#test_no_such_case": "no such definition",
         "../reference/no_such_module.py": "not a published source file",
     }
 

@@ -114,4 +114,4 @@ def test_the_protocol_page_links_each_action_to_spec_core_and_cases(site):
     links = " ".join(page.links)
     assert "source/spec/DataLoader.tla.html#__codelineno-0-" in links
     assert "source/reference/core.py.html#__codelineno-0-" in links
-    assert "source/conformance/test_" in links
+    assert "source/conformance/cases/test_" in links
