@@ -2,7 +2,8 @@
 
 A page links to code, spec lines and conformance cases the way it would on the repository host:
 by a relative path out of ``docs/`` (``[core](../reference/core.py#ProtocolCore.get_data)``,
-``../spec/DataLoader.tla#MainGetData``, ``../conformance/cases/test_no_silent_loss.py#L40-L52``). This
+``../spec/DataLoader.tla#MainGetData``,
+``../conformance/cases/test_no_silent_loss.py#L40-L52``). This
 Markdown tree processor runs before MkDocs resolves links: it rewrites each such link to the
 file's page under ``source/`` (``sources.span`` gives the first line to jump to) and records the
 links that do not resolve, which the build then reports as warnings (errors under ``strict``).
