@@ -14,15 +14,15 @@ from __future__ import annotations
 import gc
 import importlib
 import os
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TRACE_ENV = "LOADERSPEC_TRACE_DIR"
-FORCE_PIN_ENV = "LOADERSPEC_FORCE_PIN_THREAD"
+from loaderspec import tracewriter
+from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV, TRACE_DIR_ENV
+
 REFERENCE = "reference:DataLoader"
 # Timeouts in schedules: long enough that a loaded CI machine does not time out by accident,
 # short enough that a hang costs little.
@@ -134,13 +134,11 @@ def _play_here(schedule: Schedule, loader_ref: str, trace_dir: str | None) -> li
     from faultinject import sandbox
 
     if schedule.pin_memory:  # a pin thread even without an accelerator (docs/contracts.md)
-        os.environ[FORCE_PIN_ENV] = "1"
+        os.environ[FORCE_PIN_THREAD_ENV] = "1"
     cls = _load(loader_ref)
-    tracing = sys.modules.get("reference.tracing")  # the reference, or a loader built on it
-    if trace_dir is not None:
-        os.environ[TRACE_ENV] = trace_dir
-        if tracing is not None:
-            tracing.configure(trace_dir)
+    if trace_dir is not None:  # for this process (the reference, or a loader built on it) and
+        os.environ[TRACE_DIR_ENV] = trace_dir  # every process it starts, and fault records
+        tracewriter.configure(trace_dir)
     kwargs: dict[str, Any] = {
         "batch_size": schedule.batch_size,
         "num_workers": schedule.num_workers,
@@ -182,8 +180,8 @@ def _play_here(schedule: Schedule, loader_ref: str, trace_dir: str | None) -> li
         gc.collect()
     del loader
     gc.collect()
-    if trace_dir is not None and tracing is not None:
-        tracing.configure(None)  # close our trace file: it is not a leaked descriptor
+    if trace_dir is not None:
+        tracewriter.configure(None)  # close our trace file: it is not a leaked descriptor
     return epochs
 
 
