@@ -69,7 +69,15 @@ class Kind(str, enum.Enum):
     RESUME = "resume"  # acknowledgement of a new epoch (persistent workers)
 
 
-class Phase(str, enum.Enum):
+class _State(enum.Enum):
+    """An enum of the core's own states. Members are singletons compared by identity, so they
+    hash by identity too: ``Enum.__hash__`` is a Python function, and these key the tables
+    ``next_action()`` reads on every step of every batch."""
+
+    __hash__ = object.__hash__
+
+
+class Phase(_State):
     """Where the iterator stands. Only RUNNING hands out batches."""
 
     RUNNING = "running"
@@ -79,7 +87,7 @@ class Phase(str, enum.Enum):
     DROPPED = "dropped"  # the user let go of the iterator (del, break, error in the loop)
 
 
-class Request(enum.Enum):
+class Request(_State):
     """What the user asked of the iterator: the row ``next_action()`` answers from."""
 
     PREFETCH = "prefetch"  # iter() made this iterator: fill the prefetch window
@@ -89,7 +97,7 @@ class Request(enum.Enum):
     SHUTDOWN = "shutdown"  # the user let go (del, break, exit), or shutdown was decided
 
 
-class Stage(enum.Enum):
+class Stage(_State):
     """How far the shutdown has come, in the seeds' order."""
 
     OPEN = "open"  # no shutdown decided
@@ -100,6 +108,9 @@ class Stage(enum.Enum):
 
 
 _A, _P, _R, _S = Action, Phase, Request, Stage
+# The actions of every batch, as module names: ``Action.X`` is a descriptor call each time.
+_TRY_PUT, _GET, _PROCESS = _A.MAIN_TRY_PUT_INDEX, _A.MAIN_GET_DATA, _A.MAIN_PROCESS_DATA
+_DATA = Kind.DATA
 
 # Which iteration actions each phase enables, and the phase each leads to. Read it as the state
 # diagram:
@@ -139,6 +150,8 @@ PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
 
 # Once shutdown is decided, the only iteration action left is repeating StopIteration.
 _AFTER_SHUTDOWN = {(_P.ENDED, _A.MAIN_STOP_ITERATION)}
+# The same table keyed by id(action) for the per-batch path (see _State: Action's hash is slow).
+_PHASE_TARGETS = {p: {id(a): t for a, t in row.items()} for p, row in PHASE_TRANSITIONS.items()}
 
 # The shutdown actions each stage enables, and the stage each leads to (the seeds' order):
 #
@@ -172,10 +185,10 @@ NEXT_ACTIONS: dict[Request, dict[Phase, tuple[Action, ...]]] = {
     _R.NEXT: {
         _P.RUNNING: (
             _A.MAIN_DETECT_WORKER_FAILURE,
-            _A.MAIN_TRY_PUT_INDEX,
             _A.MAIN_MARK_WORKER_UNAVAILABLE,
             _A.MAIN_PROCESS_DATA,
             _A.MAIN_SKIP_EXHAUSTED,
+            _A.MAIN_TRY_PUT_INDEX,  # before waiting: a put is due, or NothingLeft is not yet
             _A.MAIN_GET_DATA,
             _A.MAIN_STOP_ITERATION,
         ),
@@ -222,7 +235,7 @@ class Step(NamedTuple):
     action: Action
     worker: int | None = None
     task: int | None = None
-    kind: str | None = None
+    kind: Kind | None = None
 
 
 @dataclass(frozen=True)
@@ -319,19 +332,17 @@ class ProtocolCore:
         return ProtocolViolation(action, state, why)
 
     def _require(self, ok: bool, action: Action, why: str) -> None:
+        # (The per-batch methods test inline instead: a call and an f-string per check cost.)
         if not ok:
             raise self._violation(action, why)
 
     def _target(self, action: Action) -> Phase:
         """The phase ``action`` leads to from here (``PHASE_TRANSITIONS``), or a violation."""
-        target = PHASE_TRANSITIONS[self.phase].get(action)
+        target = _PHASE_TARGETS[self.phase].get(id(action))
         if target is None:
             raise self._violation(action, f"phase={self.phase.value}")
-        self._require(
-            not self.shutdown or (self.phase, action) in _AFTER_SHUTDOWN,
-            action,
-            "the iterator is shut down",
-        )
+        if self.shutdown and (self.phase, action) not in _AFTER_SHUTDOWN:
+            raise self._violation(action, "the iterator is shut down")
         return target
 
     def _stage_target(self, action: Action) -> Stage:
@@ -370,15 +381,15 @@ class ProtocolCore:
                 asked for a batch, say); the state is unchanged.
         """
         if self.request is Request.SHUTDOWN and self.shutdown:
-            row = SHUTDOWN_ACTIONS[self.stage]
+            row = _SHUTDOWN_GUARD_ROWS[self.stage]
         else:
-            found = NEXT_ACTIONS[self.request].get(self.phase)
+            found = _GUARD_ROWS[self.request].get(self.phase)
             if found is None:
                 why = f"{self.request.value} is asked in phase={self.phase.value}"
                 raise self._violation(_REQUEST_ACTION[self.request], why)
             row = found
-        for action in row:
-            step = GUARDS[action](self)
+        for guard in row:
+            step = guard(self)
             if step is not None:
                 return step
         return None
@@ -467,11 +478,14 @@ class ProtocolCore:
     # ---------------------------------------------------------- dispatch --------------------
     def try_put_index(self, worker: int) -> int:
         """MainTryPutIndex: task ``send_idx`` goes to ``worker``; returns its idx."""
-        act = Action.MAIN_TRY_PUT_INDEX
+        act = _TRY_PUT
         self._target(act)
-        self._require(not self.sampler_dry, act, "the sampler ran dry")
-        self._require(self.tasks_outstanding < self.max_tasks, act, "prefetch bound reached")
-        self._require(self.next_worker() == worker, act, f"worker {worker} is not next")
+        if self.sampler_dry:
+            raise self._violation(act, "the sampler ran dry")
+        if self.tasks_outstanding >= self.max_tasks:
+            raise self._violation(act, "prefetch bound reached")
+        if self.next_worker() != worker:
+            raise self._violation(act, f"worker {worker} is not next")
         idx = self.send_idx
         self.task_info[idx] = [worker, False]
         self.workers_num_tasks[worker] += 1
@@ -485,21 +499,16 @@ class ProtocolCore:
     # ----------------------------------------------------------- receive --------------------
     def get_data(self, worker: int, idx: int, kind: Kind, payload: Any = None) -> None:
         """MainGetData: one (idx, result) message of ``worker`` arrived."""
-        act = Action.MAIN_GET_DATA
+        act = _GET
         self._target(act)
-        self._require(self.tasks_outstanding > 0, act, "no task is outstanding")
         info = self.task_info.get(idx)
-        self._require(
-            info is not None and info[0] == worker and not info[1],
-            act,
-            f"task {idx} is not outstanding at worker {worker}",
-        )
-        self._require(kind is not Kind.RESUME, act, "a resume ack outside a resume")
-        self._require(kind is not Kind.EXHAUSTED or self.iterable, act, "exhausted map dataset")
-        assert info is not None
+        if info is None or info[0] != worker or info[1]:
+            raise self._violation(act, f"task {idx} is not outstanding at worker {worker}")
+        if kind is not _DATA and (kind is Kind.RESUME or not (kind is Kind.ERROR or self.iterable)):
+            raise self._violation(act, f"a {kind.value!r} message is not a result here")
         self.tasks_outstanding -= 1
         info[1] = True
-        self.last = Step(act, worker, idx, kind.value)
+        self.last = Step(act, worker, idx, kind)
         if kind is Kind.EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
@@ -532,11 +541,11 @@ class ProtocolCore:
 
     def process_data(self) -> Delivery:
         """MainProcessData: hand out the next result (rcvd_idx's, or any with in_order=False)."""
-        act = Action.MAIN_PROCESS_DATA
+        act = _PROCESS
         self._target(act)
         idx = self._next_result()
-        self._require(idx is not None, act, f"task {self.rcvd_idx} is not buffered")
-        assert idx is not None
+        if idx is None:
+            raise self._violation(act, f"task {self.rcvd_idx} is not buffered")
         self._ready = None
         worker, _ = self.task_info.pop(idx)
         kind, payload = self._results.pop(idx)
@@ -546,7 +555,7 @@ class ProtocolCore:
         self._put_budget += 1  # torch tries a put after each hand-out
         if self.request is Request.NEXT:
             self.request = Request.REFILL
-        self.last = Step(act, worker, idx, kind.value)
+        self.last = Step(act, worker, idx, kind)
         return Delivery(idx, worker, kind, payload)
 
     def skip_exhausted(self) -> int:
@@ -640,7 +649,7 @@ class ProtocolCore:
             if not self.resume_pending:
                 self.phase = Phase.RUNNING
                 self.request = Request.PREFETCH
-        self.last = Step(act, worker, None, kind.value)
+        self.last = Step(act, worker, None, kind)
         return stale
 
     # ---------------------------------------------------------- shutdown --------------------
@@ -700,7 +709,7 @@ def _try_put_guard(core: ProtocolCore) -> Step | None:
     if core.sampler_dry or (core._put_budget <= 0 and core.rcvd_idx != core.send_idx):
         return None
     worker = core.next_worker()
-    return None if worker is None else Step(Action.MAIN_TRY_PUT_INDEX, worker, core.send_idx)
+    return None if worker is None else Step(_TRY_PUT, worker, core.send_idx)
 
 
 def _detect_guard(core: ProtocolCore) -> Step | None:
@@ -717,15 +726,18 @@ def _process_guard(core: ProtocolCore) -> Step | None:
     idx = core._next_result()
     if idx is None:
         return None
-    return Step(Action.MAIN_PROCESS_DATA, core.task_info[idx][0], idx)
+    return Step(_PROCESS, core.task_info[idx][0], idx)
 
 
 def _skip_guard(core: ProtocolCore) -> Step | None:
     return Step(Action.MAIN_SKIP_EXHAUSTED, None, core.rcvd_idx) if core._skippable() else None
 
 
+_GET_STEP = Step(_GET)
+
+
 def _get_guard(core: ProtocolCore) -> Step | None:
-    return Step(Action.MAIN_GET_DATA) if core.waits_for_data() else None
+    return _GET_STEP if core.waits_for_data() else None
 
 
 def _stop_guard(core: ProtocolCore) -> Step | None:
@@ -776,6 +788,15 @@ GUARDS: dict[Action, Callable[[ProtocolCore], Step | None]] = {
     _A.MAIN_PUT_SENTINEL: _sentinel_guard,
     _A.MAIN_JOIN_WORKER: _join_guard,
 }
+# The rows with each action's guard in its place (what next_action() walks).
+_GUARD_ROWS = {
+    request: {phase: tuple(GUARDS[a] for a in row) for phase, row in rows.items()}
+    for request, rows in NEXT_ACTIONS.items()
+}
+_SHUTDOWN_GUARD_ROWS = {
+    stage: tuple(GUARDS[a] for a in row) for stage, row in SHUTDOWN_ACTIONS.items()
+}
+
 # The two main-process actions next_action() never answers: they are taken on what the world
 # reports (a wait that timed out, a worker killed at the end of the bounded join).
 REPORTED_ACTIONS = frozenset({_A.MAIN_TIMEOUT, _A.MAIN_TERMINATE_WORKER})

@@ -76,7 +76,7 @@ def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
     """
-    result = getattr(core, CORE_METHOD[action])(*args)
+    result = getattr(core, _METHOD[id(action)])(*args)
     if tracewriter.ENABLED:
         step = core.last
         assert step is not None  # every action method sets it
@@ -85,10 +85,17 @@ def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
             epoch=core.epoch,
             worker=step.worker,
             task=step.task,
-            kind=step.kind,
+            kind=None if step.kind is None else step.kind.value,
             state=core.snapshot(),
         )
     return result
+
+
+# CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
+# Python function (reference.core._State says more), and so is ``Action.X`` (a descriptor).
+_METHOD = {id(action): name for action, name in CORE_METHOD.items()}
+_TRY_PUT, _GET, _PROCESS = Action.MAIN_TRY_PUT_INDEX, Action.MAIN_GET_DATA, Action.MAIN_PROCESS_DATA
+_JOIN = Action.MAIN_JOIN_WORKER
 
 
 # ------------------------------------------------------------- the IO of each action ---------
@@ -98,16 +105,10 @@ def _fail(core: ProtocolCore, port: Port) -> None:
     raise IteratorFailed(core.failure)
 
 
-def _on_event(core: ProtocolCore, port: Port, event: Event, action: Action) -> None:
-    """What a wait brought: the result for ``action`` (a get or a drain), ended workers (the core
-    decides at its next step whether that is a failure), or the timeout."""
-    if type(event) is Arrived:
-        result = event.result
-        if action is Action.MAIN_GET_DATA:
-            take(core, action, event.worker, result.idx, result.kind, result.payload)
-        else:
-            take(core, action, event.worker, result.kind)
-    elif type(event) is Exited:
+def _on_other_event(core: ProtocolCore, port: Port, event: Event) -> None:
+    """What a wait brought instead of a result: ended workers (the core decides at its next step
+    whether that is a failure), or the timeout."""
+    if type(event) is Exited:
         for worker in event.workers:
             core.worker_ended(worker)
     else:
@@ -122,20 +123,29 @@ def _try_put_index(core: ProtocolCore, port: Port, step: Step) -> None:
     except StopIteration:
         core.sampler_ran_dry()
         return
-    idx = take(core, Action.MAIN_TRY_PUT_INDEX, step.worker)
+    idx = take(core, _TRY_PUT, step.worker)
     port.send(step.worker, Task(idx, index))
 
 
 def _get_data(core: ProtocolCore, port: Port, step: Step) -> None:
-    _on_event(core, port, port.wait(), Action.MAIN_GET_DATA)
+    event = port.wait()
+    if type(event) is Arrived:
+        r = event.result
+        take(core, _GET, event.worker, r.idx, r.kind, r.payload)
+    else:
+        _on_other_event(core, port, event)
 
 
 def _drain_resume(core: ProtocolCore, port: Port, step: Step) -> None:
-    _on_event(core, port, port.wait(), Action.MAIN_DRAIN_RESUME)
+    event = port.wait()
+    if type(event) is Arrived:
+        take(core, Action.MAIN_DRAIN_RESUME, event.worker, event.result.kind)
+    else:
+        _on_other_event(core, port, event)
 
 
 def _process_data(core: ProtocolCore, port: Port, step: Step) -> Delivery:
-    return take(core, Action.MAIN_PROCESS_DATA)
+    return take(core, _PROCESS)
 
 
 def _skip_exhausted(core: ProtocolCore, port: Port, step: Step) -> None:
@@ -212,17 +222,23 @@ _PERFORM: dict[Action, Callable[[ProtocolCore, Port, Step], Any]] = {
     Action.MAIN_JOIN_WORKER: _join_workers,
 }
 
+_PERFORM_BY_ID = {id(action): perform for action, perform in _PERFORM.items()}
+
 
 # ------------------------------------------------------------- the loop ----------------------
 def _run(core: ProtocolCore, port: Port) -> Delivery | None:
-    """Take the core's steps until its request is served; stop early at a hand-out."""
+    """Take the core's steps until its request is served (``next()``: by a hand-out and the
+    refill after it); returns the hand-out, if there was one. A shutdown ends with one reap:
+    what it could not reap is reaped later (``reap``)."""
+    delivery = None
     while (step := core.next_action()) is not None:
-        out = _PERFORM[step.action](core, port, step)
-        if step.action is Action.MAIN_PROCESS_DATA:
-            return out
-        if step.action is Action.MAIN_JOIN_WORKER:
-            return None  # one reap per shutdown; what it could not reap is reaped later
-    return None
+        action = step.action
+        out = _PERFORM_BY_ID[id(action)](core, port, step)
+        if action is _PROCESS:
+            delivery = out
+        elif action is _JOIN:
+            break
+    return delivery
 
 
 def start_epoch(core: ProtocolCore, port: Port, *, resume: bool) -> None:
@@ -246,7 +262,6 @@ def next_batch(core: ProtocolCore, port: Port) -> Delivery:
     """
     core.ask(Request.NEXT)
     delivery = _run(core, port)
-    _run(core, port)  # REFILL
     if delivery is None:
         raise RuntimeError(f"the protocol core served next() with no hand-out: {core.snapshot()}")
     return delivery
