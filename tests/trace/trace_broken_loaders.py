@@ -52,7 +52,7 @@ class _DuplicateCore(ProtocolCore):
         if self._dup is not None:
             dup, self._dup = self._dup, None
             self.request = Request.REFILL
-            self.last = Step(Action.MAIN_PROCESS_DATA, dup.worker, dup.idx, dup.kind.value)
+            self.last = Step(Action.MAIN_PROCESS_DATA, dup.worker, dup.idx, dup.kind)
             return dup
         delivery = super().process_data()
         if not self._done:
@@ -82,7 +82,7 @@ class _StaleEpochCore(ProtocolCore):
         info = self.task_info.get(idx)
         if kind is Kind.RESUME or info is None or info[0] != worker or info[1]:
             # An ack nobody waits for, or a stale result that matches no task: dropped.
-            self.last = Step(Action.MAIN_GET_DATA, worker, idx, kind.value)
+            self.last = Step(Action.MAIN_GET_DATA, worker, idx, kind)
             return
         super().get_data(worker, idx, kind, payload)
 
