@@ -36,6 +36,7 @@ from refshell_datasets import (
 )
 
 from loaderspec import tracewriter
+from loaderspec.vocabulary import MAIN_STATE_FIELDS
 from reference import DataLoader
 
 pytestmark = pytest.mark.timeout(60)
@@ -480,14 +481,7 @@ def test_trace_records_per_process_put_before_get(tmp_path):
         {r["pid"] for r in records if r["actor"] == "Worker"}
     )
     main = [r for r in records if r["actor"] == "Main" and r["action"] != "Config"]
-    assert {
-        "send_idx",
-        "rcvd_idx",
-        "tasks_outstanding",
-        "workers_status",
-        "task_info",
-        "shutdown",
-    } <= main[0]["state"].keys()
+    assert list(main[0]["state"]) == list(MAIN_STATE_FIELDS)
     for task in range(3):
         order = [
             r["action"]
