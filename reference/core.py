@@ -111,6 +111,8 @@ _A, _P, _R, _S = Action, Phase, Request, Stage
 # The actions of every batch, as module names: ``Action.X`` is a descriptor call each time.
 _TRY_PUT, _GET, _PROCESS = _A.MAIN_TRY_PUT_INDEX, _A.MAIN_GET_DATA, _A.MAIN_PROCESS_DATA
 _DATA = Kind.DATA
+# Step(...) without NamedTuple's Python-level __new__ (half the cost), for the per-batch steps.
+_new_step = tuple.__new__
 
 # Which iteration actions each phase enables, and the phase each leads to. Read it as the state
 # diagram:
@@ -493,7 +495,7 @@ class ProtocolCore:
         self.send_idx += 1
         self.worker_queue_idx = (worker + 1) % self.num_workers
         self._put_budget = max(0, self._put_budget - 1)
-        self.last = Step(act, worker, idx)
+        self.last = _new_step(Step, (act, worker, idx, None))
         return idx
 
     # ----------------------------------------------------------- receive --------------------
@@ -508,7 +510,7 @@ class ProtocolCore:
             raise self._violation(act, f"a {kind.value!r} message is not a result here")
         self.tasks_outstanding -= 1
         info[1] = True
-        self.last = Step(act, worker, idx, kind)
+        self.last = _new_step(Step, (act, worker, idx, kind))
         if kind is Kind.EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
@@ -555,7 +557,7 @@ class ProtocolCore:
         self._put_budget += 1  # torch tries a put after each hand-out
         if self.request is Request.NEXT:
             self.request = Request.REFILL
-        self.last = Step(act, worker, idx, kind)
+        self.last = _new_step(Step, (act, worker, idx, kind))
         return Delivery(idx, worker, kind, payload)
 
     def skip_exhausted(self) -> int:
@@ -709,7 +711,7 @@ def _try_put_guard(core: ProtocolCore) -> Step | None:
     if core.sampler_dry or (core._put_budget <= 0 and core.rcvd_idx != core.send_idx):
         return None
     worker = core.next_worker()
-    return None if worker is None else Step(_TRY_PUT, worker, core.send_idx)
+    return None if worker is None else _new_step(Step, (_TRY_PUT, worker, core.send_idx, None))
 
 
 def _detect_guard(core: ProtocolCore) -> Step | None:
@@ -726,7 +728,7 @@ def _process_guard(core: ProtocolCore) -> Step | None:
     idx = core._next_result()
     if idx is None:
         return None
-    return Step(_PROCESS, core.task_info[idx][0], idx)
+    return _new_step(Step, (_PROCESS, core.task_info[idx][0], idx, None))
 
 
 def _skip_guard(core: ProtocolCore) -> Step | None:

@@ -49,8 +49,10 @@ class Result(NamedTuple):
     @classmethod
     def from_wire(cls, raw: tuple[int, str, Any]) -> Result:
         idx, kind, payload = raw
-        return cls(idx, Kind(kind), payload)
+        return cls(idx, _KINDS[kind], payload)
 
+
+_KINDS = {kind.value: kind for kind in Kind}  # Kind(value) is a Python-level Enum call
 
 IndexMessage = Task | str | None  # a Task, RESUME or SENTINEL
 

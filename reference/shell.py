@@ -354,7 +354,7 @@ class MultiProcessingIter(BaseIter):
 
     # ------------------------------------------------------- port: dispatch -----------------
     def next_index(self) -> Any:
-        return self._next_index()  # StopIteration when the sampler ran dry
+        return next(self._sampler_iter)  # StopIteration when the sampler ran dry
 
     def send(self, worker: int, message: IndexMessage) -> None:
         if worker >= len(self._index_conns):
