@@ -187,10 +187,10 @@ NEXT_ACTIONS: dict[Request, dict[Phase, tuple[Action, ...]]] = {
     _R.NEXT: {
         _P.RUNNING: (
             _A.MAIN_DETECT_WORKER_FAILURE,
+            _A.MAIN_TRY_PUT_INDEX,  # a due put first: retire, then sentinel, then put
             _A.MAIN_MARK_WORKER_UNAVAILABLE,
             _A.MAIN_PROCESS_DATA,
             _A.MAIN_SKIP_EXHAUSTED,
-            _A.MAIN_TRY_PUT_INDEX,  # before waiting: a put is due, or NothingLeft is not yet
             _A.MAIN_GET_DATA,
             _A.MAIN_STOP_ITERATION,
         ),
