@@ -34,9 +34,9 @@ SPEC = "spec/DataLoader.tla"
 CORE = "reference/core.py"
 VOCABULARY = "loaderspec/vocabulary.py"
 # Where the reference loader and the fault injector log each action: calls of these functions
-# (reference.tracing's, the shell's wrapper of them, faultinject.trace's) that name the action.
+# (loaderspec.tracewriter's, and reference.loop.take, which makes a core call and logs it).
 LOGGED_IN = ("reference", "faultinject")
-LOG_CALLS = frozenset({"emit", "emit_last", "_trace", "emit_fault"})
+LOG_CALLS = frozenset({"emit", "emit_last", "take", "emit_fault"})
 _MEMBER = re.compile(r'^\s+([A-Z_]+) = "(\w+)"\s+#\s*(.*)$')
 
 
