@@ -5,7 +5,8 @@
 #     multi-GB CUDA build), the test tools and loaderspec itself, editable.
 # Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
 # optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
-# has a StatefulDataLoader row), e.g. `LOADERSPEC_EXTRAS=torchdata,paddle bash scripts/setup.sh`.
+# has a StatefulDataLoader row), e.g. `LOADERSPEC_EXTRAS=torchdata,paddle,spdl,grain bash scripts/setup.sh`
+# (the whole matrix). pyproject.toml pins torch, so no extra can replace it.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
