@@ -19,7 +19,9 @@ Translated, not faked:
   mapper's `max_concurrent` may not exceed `num_workers` (default `2 * num_workers`), so 1 maps to
   `max_concurrent=num_workers`, 2 to the default, and more adds torchdata's `Prefetcher` holding
   the rest, `(prefetch_factor - 2) * num_workers` batches.
-* `pin_memory`: torchdata's `PinMemory` node, added where torch would pin (an accelerator exists).
+* `pin_memory`: torchdata's `PinMemory` node, added where torch would pin (an accelerator exists),
+  told the current accelerator by name (torch's `pin_memory_device=""` means it; torchdata's ""
+  means CUDA).
 * `in_order`: the mapper's own `in_order`; `multiprocessing_context`: its start method (process).
 * `num_workers=0`: `ParallelMapper(num_workers=0)`, torchdata's inline mapper.
 
@@ -106,11 +108,20 @@ class _NodesLoader(Adapter):
         if prefetch > 2:
             node = tn.Prefetcher(node, prefetch_factor=(prefetch - 2) * workers)
         if dl.pin_memory and torch.accelerator.is_available():
-            node = tn.PinMemory(node, pin_memory_device=dl.pin_memory_device)
+            node = tn.PinMemory(node, pin_memory_device=_pin_device(dl.pin_memory_device))
         return node
 
     def __iter__(self) -> Any:
         return iter(self._loader)
+
+
+def _pin_device(requested: str) -> str:
+    """torch's `pin_memory_device=""` means the current accelerator; torchdata's PinMemory reads
+    "" as CUDA, so the current accelerator is named (a privateuse1 backend, XPU, CUDA)."""
+    if requested:
+        return requested
+    accelerator = torch.accelerator.current_accelerator()
+    return "" if accelerator is None else accelerator.type
 
 
 class ThreadLoader(_NodesLoader):
