@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
-__all__ = ["Adapter", "Fetch", "Limit", "index_batches", "start_method"]
+__all__ = ["Adapter", "Fetch", "Limit", "given", "index_batches", "is_iterable", "start_method"]
 
 _SIGNATURE = inspect.signature(TorchDataLoader.__init__)
 
@@ -61,6 +61,12 @@ def bind(dataset: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict
 
 def is_iterable(options: Mapping[str, Any]) -> bool:
     return isinstance(options.get("dataset"), IterableDataset)
+
+
+def given(argument: str) -> Callable[[Mapping[str, Any]], bool]:
+    """A `Limit.applies` for "this argument was given": set, true, non-zero or non-empty
+    (`worker_init_fn`, `persistent_workers`, `timeout`, `pin_memory`, `pin_memory_device`...)."""
+    return lambda options: bool(options[argument])
 
 
 def start_method(context: Any) -> str | None:

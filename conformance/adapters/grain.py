@@ -37,6 +37,7 @@ from conformance.adapters._front import (
     Fetch,
     Limit,
     draw_base_seed,
+    given,
     index_batches,
     is_iterable,
     start_method,
@@ -81,12 +82,12 @@ class Loader(Adapter):
         Limit(
             "worker_init_fn",
             "grain's DataLoader takes no worker init function (only Dataset.mp_prefetch does)",
-            lambda o: o["worker_init_fn"] is not None,
+            given("worker_init_fn"),
         ),
         Limit(
             "persistent_workers=True",
             "grain's DataLoader starts new worker processes for every iterator",
-            lambda o: bool(o["persistent_workers"]),
+            given("persistent_workers"),
         ),
         Limit(
             "multiprocessing_context other than spawn",
@@ -96,12 +97,12 @@ class Loader(Adapter):
         Limit(
             "timeout > 0",
             "grain's DataLoader has no timeout for a batch",
-            lambda o: o["timeout"] > 0,
+            given("timeout"),
         ),
         Limit(
             "pin_memory=True",
             "grain has no pinned-memory stage (it hands out host arrays for JAX)",
-            lambda o: bool(o["pin_memory"]),
+            given("pin_memory"),
         ),
     )
 

@@ -44,7 +44,13 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils import worker as _torch_worker
 
-from conformance.adapters._front import Adapter, Limit, draw_base_seed, start_method
+from conformance.adapters._front import (
+    Adapter,
+    Limit,
+    draw_base_seed,
+    given,
+    start_method,
+)
 
 __all__ = ["Loader"]
 
@@ -183,7 +189,7 @@ class Loader(Adapter):
         Limit(
             "pin_memory=True",
             "paddle.io.DataLoader pins only into paddle's CUDA place, which its CPU build lacks",
-            lambda o: bool(o["pin_memory"]),
+            given("pin_memory"),
         ),
     )
 

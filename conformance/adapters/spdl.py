@@ -29,7 +29,7 @@ except ImportError as exc:  # an optional extra
         "conformance.adapters.spdl needs spdl: pip install 'loaderspec[spdl]'"
     ) from exc
 
-from conformance.adapters._front import Adapter, Limit, is_iterable
+from conformance.adapters._front import Adapter, Limit, given, is_iterable
 
 __all__ = ["Loader"]
 
@@ -50,18 +50,18 @@ class Loader(Adapter):
             "worker_init_fn",
             "SPDL's pool workers run only the dataset and collate_fn "
             "('`worker_init_fn` is not supported.')",
-            lambda o: o["worker_init_fn"] is not None,
+            given("worker_init_fn"),
         ),
         Limit(
             "persistent_workers=True",
             "SPDL starts a new process pool for every iterator "
             "('`persistent_workers` is not supported.')",
-            lambda o: bool(o["persistent_workers"]),
+            given("persistent_workers"),
         ),
         Limit(
             "pin_memory_device",
             "SPDL pins to the current accelerator only ('`pin_memory_device` is not supported.')",
-            lambda o: bool(o["pin_memory_device"]),
+            given("pin_memory_device"),
         ),
     )
 

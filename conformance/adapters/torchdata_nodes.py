@@ -44,7 +44,14 @@ except ImportError as exc:  # an optional extra
         "conformance.adapters.torchdata_nodes needs torchdata: pip install 'loaderspec[torchdata]'"
     ) from exc
 
-from conformance.adapters._front import Adapter, Fetch, Limit, is_iterable, start_method
+from conformance.adapters._front import (
+    Adapter,
+    Fetch,
+    Limit,
+    given,
+    is_iterable,
+    start_method,
+)
 
 __all__ = ["ProcessLoader", "ThreadLoader"]
 
@@ -58,17 +65,17 @@ _COMMON_LIMITS = (
     Limit(
         "worker_init_fn",
         "ParallelMapper has no per-worker initialisation hook (and no get_worker_info())",
-        lambda o: o["worker_init_fn"] is not None,
+        given("worker_init_fn"),
     ),
     Limit(
         "persistent_workers=True",
         "ParallelMapper starts its workers anew at every epoch (each reset)",
-        lambda o: bool(o["persistent_workers"]),
+        given("persistent_workers"),
     ),
     Limit(
         "timeout > 0",
         "torchdata.nodes has no timeout for a batch: nothing in the pipeline can be told one",
-        lambda o: o["timeout"] > 0,
+        given("timeout"),
     ),
 )
 
@@ -133,7 +140,7 @@ class ThreadLoader(_NodesLoader):
         Limit(
             "multiprocessing_context",
             "thread workers have no start method",
-            lambda o: o["multiprocessing_context"] is not None,
+            given("multiprocessing_context"),
         ),
     )
 

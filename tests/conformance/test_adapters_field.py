@@ -85,7 +85,7 @@ def test_batches_equal_torchs(name, kw):
     assert len(loader) == len(want)
 
 
-@pytest.mark.parametrize("name", FIELD)
+@pytest.mark.parametrize("name", list(ADAPTERS))
 def test_bad_arguments_raise_torchs_errors(name):
     cls = load(name)
     ds = faultinject.FaultyDataset(10)
