@@ -110,6 +110,9 @@ class Loader(Adapter):
         dl = self._torch
         draw_base_seed(dl)  # torch's iterator draws it before its sampler does
         batches = list(index_batches(dl))
+        if not batches:
+            # grain's IndexSampler refuses 0 records: an epoch of no batches has nothing to load.
+            return iter(())
         loader = gp.DataLoader(
             data_source=_Batches(batches),
             sampler=gp.IndexSampler(len(batches), shuffle=False, num_epochs=1),

@@ -109,3 +109,16 @@ def drain(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
             error = (type(e).__name__, str(e))
         del it
     return {"items": items, "error": error, "workers": workers}
+
+
+def busy_then_die(loader_path: str, ds: Any) -> None:
+    """Take one batch of a 2-worker loader whose workers still have work (a long epoch), then
+    SIGKILL this process (the loader's): do its workers outlive it? (`SandboxReport.orphans`,
+    `orphan_exit_s`)."""
+    from faultinject import kill_self
+
+    module, name = loader_path.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    it = iter(cls(ds, batch_size=1, num_workers=2))
+    next(it)
+    kill_self()
