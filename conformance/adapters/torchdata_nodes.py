@@ -48,6 +48,7 @@ from conformance.adapters._front import (
     Adapter,
     Fetch,
     Limit,
+    draw_base_seed,
     given,
     is_iterable,
     start_method,
@@ -99,7 +100,8 @@ class _NodesLoader(Adapter):
                 node = tn.Batcher(node, dl.batch_size, drop_last=dl.drop_last)
             return tn.Mapper(node, dl.collate_fn)
         if options["batch_sampler"] is not None or dl.batch_size is None:
-            node = tn.SamplerWrapper(dl.batch_sampler or dl.sampler)
+            sampler = dl.batch_sampler if dl.batch_sampler is not None else dl.sampler
+            node = tn.SamplerWrapper(sampler)
         else:
             node = tn.Batcher(tn.SamplerWrapper(dl.sampler), dl.batch_size, drop_last=dl.drop_last)
         prefetch = dl.prefetch_factor or 0
@@ -119,6 +121,7 @@ class _NodesLoader(Adapter):
         return node
 
     def __iter__(self) -> Any:
+        draw_base_seed(self._torch)  # as torch's iterator does, before SamplerWrapper's reset
         return iter(self._loader)
 
 
