@@ -22,6 +22,10 @@ DEFAULT_LOADERS = ("reference:DataLoader", "torch.utils.data:DataLoader")
 # Adapters, listed when the package they adapt is importable: (loader, package).
 OPTIONAL_LOADERS = (
     ("conformance.adapters.torchdata:Loader", "torchdata"),
+    ("conformance.adapters.torchdata_nodes:ThreadLoader", "torchdata"),
+    ("conformance.adapters.torchdata_nodes:ProcessLoader", "torchdata"),
+    ("conformance.adapters.spdl:Loader", "spdl"),
+    ("conformance.adapters.grain:Loader", "grain"),
     ("conformance.adapters.paddle:Loader", "paddle"),
 )
 RUN_TIMEOUT_S = 900.0
@@ -33,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PKG.MOD:CLASS",
         help="a loader to check (repeatable); default: the reference loader, torch's, and the "
-        "torchdata / paddle adapters where those packages are installed",
+        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle) where those packages are "
+        "installed",
     )
     parser.add_argument("--out", type=Path, default=Path("loaderspec-report"), help="output dir")
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")

@@ -7,7 +7,8 @@
 # Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
 # optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
 # has a StatefulDataLoader row; scripts/test.sh for `docs`, the site it builds), e.g.
-# `LOADERSPEC_EXTRAS=torchdata,paddle bash scripts/setup.sh`.
+# `LOADERSPEC_EXTRAS=torchdata,paddle,spdl,grain bash scripts/setup.sh` (the whole matrix).
+# pyproject.toml pins torch, so no extra can replace it.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
