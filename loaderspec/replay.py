@@ -20,8 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultinject import loaders
-from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run
+from loaderspec import suite
+
+suite.activate()  # the driver is the suite's (inside loaderspec/_suite in an installed wheel)
+
+from faultinject import loaders  # noqa: E402
+from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
 
 TRACE_ENV = "LOADERSPEC_TRACE_DIR"
 FORCE_PIN_ENV = "LOADERSPEC_FORCE_PIN_THREAD"

@@ -35,8 +35,11 @@ def env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Py
 
 def test_choose_precedence_is_option_env_ini_default() -> None:
     env = {loader_ref.ENV_VAR: "e.m:C"}
-    assert loader_ref.choose("o.m:C", "i.m:C", env) == loader_ref.Choice(
+    assert loader_ref.choose("o.m:C", "i.m:C", env, short_option="s.m:C") == loader_ref.Choice(
         "o.m:C", loader_ref.SOURCE_OPTION
+    )
+    assert loader_ref.choose(None, "i.m:C", env, short_option="s.m:C") == loader_ref.Choice(
+        "s.m:C", loader_ref.SOURCE_SHORT_OPTION
     )
     assert loader_ref.choose(None, "i.m:C", env).source == loader_ref.SOURCE_ENV
     assert loader_ref.choose(None, "i.m:C", {}).source == loader_ref.SOURCE_INI
@@ -69,7 +72,7 @@ def test_bad_loader_is_a_usage_error_naming_value_source_and_fix(
     err = result.stderr.str()
     assert err.count("ERROR:") == 1
     assert repr(value) in err
-    assert loader_ref.SOURCE_OPTION in err
+    assert loader_ref.SOURCE_SHORT_OPTION in err
     assert loader_ref.FIX in err
     assert template.split("{")[0].strip() in err  # the message's fixed opening words
 
@@ -171,7 +174,7 @@ def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
     assert got["test_non_strict"]["level"] == "SHOULD"
     assert data["loader"] == "fakeloader:Loader"
     assert data["complete"] is True
-    assert data["loader_source"] == loader_ref.SOURCE_OPTION
+    assert data["loader_source"] == loader_ref.SOURCE_SHORT_OPTION
     assert "NON-STRICT" in (rep / "report.md").read_text()
     assert "<table>" in (rep / "report.html").read_text()
 
