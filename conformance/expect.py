@@ -124,7 +124,10 @@ def _parse(path: Path) -> Any:
 def _entry(path: Path, name: str, body: Any) -> tuple[Expectation, str | None]:
     cid = ids.canonical(name)
     if cid is None:
-        near = difflib.get_close_matches(name, list(ids.suite()), n=2, cutoff=0.6)
+        known = list(ids.suite())
+        near = [cid for cid in known if cid.startswith(name)][:2] or difflib.get_close_matches(
+            name, known, n=2, cutoff=0.6
+        )
         hint = f" (nearest: {', '.join(repr(x) for x in near)})" if near else ""
         raise ExpectationError(MSG_NO_CASE.format(file=path, entry=name, near=hint))
     outcome = body.get("outcome") if isinstance(body, dict) else None

@@ -76,6 +76,11 @@ def start(config: pytest.Config) -> None:
             misspelling of loaderspec's while no loader was named, or the expectation file
             cannot be used. Nothing is registered then.
     """
+    out = config.getoption("loaderspec_report")
+    if out and not hasattr(config, "workerinput"):
+        # A run that fails to start must not leave an earlier run's results to be read.
+        for name in REPORT_FILES:
+            (Path(out) / name).unlink(missing_ok=True)
     choice = loader_ref.choose(
         config.getoption("loaderspec_loader"),
         config.getini(loader_ref.INI_KEY),
@@ -313,11 +318,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if run is None or run.repeat == 1 or _CASE not in item.stash:
         return None
     item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-    runs = []
-    for i in range(run.repeat):
-        last = i == run.repeat - 1
-        # Until the last run, the next item is this one: its fixtures above function scope stay.
-        runs.append(runtestprotocol(item, nextitem=nextitem if last else item, log=False))
+    # Each run sets the case up and tears it down whole (the next item decides, as for any
+    # case, which fixtures above function scope go: the session's loader stays).
+    runs = [runtestprotocol(item, nextitem=nextitem, log=False) for _ in range(run.repeat)]
     worst = runs[_worst(runs)]
     outcomes = Counter(getattr(r[-1], "loaderspec_case", {}).get("outcome", "?") for r in runs)
     case = getattr(worst[-1], "loaderspec_case", None)
@@ -373,10 +376,6 @@ class ConformanceRun:
         out = config.getoption("loaderspec_report")
         self.report_dir = Path(out) if out and not self.worker else None
         self.verdict = verdict([], self.policy)
-        if self.report_dir is not None:
-            # A run that fails to start must not leave an earlier run's results to be read.
-            for name in REPORT_FILES:
-                (self.report_dir / name).unlink(missing_ok=True)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
