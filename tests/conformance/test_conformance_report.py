@@ -155,9 +155,9 @@ def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> Non
         "document.documentElement.scrollWidth)}</script>"
     )
     page.write_text(page.read_text() + probe)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     done = subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
-        + [f"--window-size={WIDTH},800", "--dump-dom", page.as_uri()],
+        [chromium, *flags, f"--window-size={WIDTH},800", "--dump-dom", page.as_uri()],
         capture_output=True,
         text=True,
         timeout=120,
