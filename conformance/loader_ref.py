@@ -31,8 +31,13 @@ from faultinject.loaders import (
     MSG_NOT_CALLABLE,
     LoaderRefError,
 )
-from loaderspec.pytest_plugin import DEFAULT_LOADER, INI_KEY, OPTION, SHORT_OPTION
-from loaderspec.vocabulary import LOADER_ENV
+from loaderspec.vocabulary import (
+    DEFAULT_LOADER,
+    LOADER_ENV,
+    LOADER_INI,
+    LOADER_OPTION,
+    LOADER_SHORT_OPTION,
+)
 
 __all__ = [
     "DEFAULT",
@@ -57,6 +62,9 @@ __all__ = [
 
 ENV_VAR = LOADER_ENV
 DEFAULT = DEFAULT_LOADER
+INI_KEY = LOADER_INI
+OPTION = LOADER_OPTION
+SHORT_OPTION = LOADER_SHORT_OPTION
 
 SOURCE_OPTION = f"option {OPTION}"
 SOURCE_SHORT_OPTION = f"option {SHORT_OPTION}"

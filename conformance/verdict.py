@@ -18,10 +18,11 @@ from typing import Any
 
 from conformance.expect import EXPECTED, FIXED
 from conformance.harness.grading import FAIL, NON_STRICT, SKIP
+from loaderspec.vocabulary import FAIL_ON
 
 __all__ = ["DEFAULT_POLICY", "Verdict", "verdict"]
 
-DEFAULT_POLICY = "must"
+DEFAULT_POLICY = FAIL_ON[0]
 MSG_NOTHING_GRADED = (
     "the run graded nothing: all {n} cases were SKIP (first reason: {reason}); a loader that "
     "cannot be called with torch's DataLoader arguments needs an adapter (docs/conformance.md)"

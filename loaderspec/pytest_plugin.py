@@ -22,22 +22,11 @@ from pathlib import Path
 import pytest
 
 from loaderspec import suite
-from loaderspec.vocabulary import LOADER_ENV
+from loaderspec.vocabulary import DEFAULT_LOADER, FAIL_ON, LOADER_ENV, LOADER_INI
+from loaderspec.vocabulary import LOADER_OPTION as OPTION
+from loaderspec.vocabulary import LOADER_SHORT_OPTION as SHORT_OPTION
 
-__all__ = [
-    "DEFAULT_LOADER",
-    "FAIL_ON",
-    "INI_KEY",
-    "OPTION",
-    "SHORT_OPTION",
-    "is_conformance_run",
-]
-
-OPTION = "--conformance-loader"
-SHORT_OPTION = "--loader"
-INI_KEY = "loaderspec_loader"
-DEFAULT_LOADER = "reference:DataLoader"
-FAIL_ON = ("must", "should", "never")
+__all__ = ["is_conformance_run"]
 _DEST_OPTIONS = (
     "loaderspec_loader",
     "loaderspec_loader_short",
@@ -63,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         metavar="PKG.MOD:CLASS",
         help=f"loader class under test (also {SHORT_OPTION} where no other plugin defines it; "
-        f"env {LOADER_ENV}, ini {INI_KEY}; default {DEFAULT_LOADER})",
+        f"env {LOADER_ENV}, ini {LOADER_INI}; default {DEFAULT_LOADER})",
     )
     group.addoption(
         "--conformance-report",
@@ -96,7 +85,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="run each case N times and grade the worst run (a racy loader shows as racy)",
     )
-    parser.addini(INI_KEY, "loader class under test (pkg.mod:Class)", default="")
+    parser.addini(LOADER_INI, "loader class under test (pkg.mod:Class)", default="")
 
 
 @pytest.hookimpl(wrapper=True)

@@ -22,6 +22,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loaderspec.vocabulary import FAIL_ON, LOADER_OPTION
+
 DEFAULT_LOADERS = ("reference:DataLoader", "torch.utils.data:DataLoader")
 # Adapters, listed when the package they adapt is importable: (loader, package).
 OPTIONAL_LOADERS = (
@@ -31,7 +33,6 @@ OPTIONAL_LOADERS = (
 RUN_TIMEOUT_S = 900.0
 
 
-FAIL_ON = ("must", "should", "never")
 REPORT_FILES = ("report.json", "report.md", "report.html", "pytest-output.txt")
 
 
@@ -51,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fail-on",
         choices=FAIL_ON,
-        default="must",
+        default=FAIL_ON[0],
         help="exit 1 when a loader has a MUST failure (must, the default), also a NON-STRICT "
         "(should), or only when a run left no complete report (never)",
     )
@@ -93,7 +94,7 @@ def run_one(
     for name in REPORT_FILES:
         (out / name).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance"]
-    cmd += [f"--conformance-loader={loader}", f"--conformance-fail-on={fail_on}"]
+    cmd += [f"{LOADER_OPTION}={loader}", f"--conformance-fail-on={fail_on}"]
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
         cmd += ["-m", "quick"]

@@ -6,14 +6,18 @@ nothing, and repeated runs. Real cases of the suite run against broken loaders f
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from conformance_runner import run_suite
+from conformance_runner import ROOT, run_suite
 
-from conformance import expect, verdict
+from conformance import expect, loader_ref, verdict
 from conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP
 
 pytest_plugins = ["pytester"]
@@ -358,3 +362,43 @@ def test_xdist_runs_real_cases_to_the_same_report(tmp_path: Path) -> None:
         got[name] = {c["id"]: c["outcome"] for c in results["cases"]}
     assert len(got["plain"]) == 5
     assert got["xdist"] == got["plain"]
+
+
+def test_every_loaderspec_variable_of_the_tree_is_known() -> None:
+    """The misspelling check knows every LOADERSPEC_* variable loaderspec reads."""
+    files = subprocess.run(
+        ["git", "ls-files", "*.py", "*.sh", "*.toml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    named = {
+        m for f in files for m in re.findall(r"\bLOADERSPEC_[A-Z_]*[A-Z]", (ROOT / f).read_text())
+    }
+    assert named - {"LOADERSPEC_LOADR"} <= loader_ref.KNOWN_ENV
+
+
+def test_the_directory_pytest_starts_in_is_importable_for_the_loader(tmp_path: Path) -> None:
+    """`pytest` (the console script: no current directory on sys.path) from the user's own
+    directory finds the loader module there."""
+    (tmp_path / "fakeloader.py").write_text(FAKE_LOADER)
+    (tmp_path / "test_cases.py").write_text(RACY_CASE)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOADERSPEC_LOADER")}
+    done = subprocess.run(
+        [
+            str(Path(sys.executable).parent / "pytest"),
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "steady",
+            "--loader=fakeloader:Loader",
+            "test_cases.py",
+        ],  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
