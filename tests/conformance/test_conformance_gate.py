@@ -385,16 +385,10 @@ def test_the_directory_pytest_starts_in_is_importable_for_the_loader(tmp_path: P
     (tmp_path / "fakeloader.py").write_text(FAKE_LOADER)
     (tmp_path / "test_cases.py").write_text(RACY_CASE)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LOADERSPEC_LOADER")}
+    pytest_script = str(Path(sys.executable).parent / "pytest")
+    args = ["-p", "no:cacheprovider", "-k", "steady", "--loader=fakeloader:Loader", "test_cases.py"]
     done = subprocess.run(
-        [
-            str(Path(sys.executable).parent / "pytest"),
-            "-p",
-            "no:cacheprovider",
-            "-k",
-            "steady",
-            "--loader=fakeloader:Loader",
-            "test_cases.py",
-        ],  # fmt: skip
+        [pytest_script, *args],
         cwd=tmp_path,
         env=env,
         capture_output=True,
