@@ -72,8 +72,9 @@ def slug(loader: str) -> str:
 
 def load_results(path: Path) -> dict[str, Any]:
     """A report.json; one written before case ids existed gets them (``conformance.ids``'
-    aliases of its node ids), so that old and new reports share the matrix's rows."""
-    from conformance import ids
+    aliases of its node ids) and the issues its cases guard against, so that old and new
+    reports share the matrix's rows and notes."""
+    from conformance import catalog, ids
 
     results = json.loads(path.read_text())
     for case in results.get("cases", []):
@@ -82,6 +83,10 @@ def load_results(path: Path) -> dict[str, Any]:
             if nodeid in ids.aliases():
                 case["id"] = ids.aliases()[nodeid]
             case["file"] = nodeid.split("::")[0]
+        known = ids.suite().get(case.get("id", ""))
+        if "guards" not in case and known is not None:
+            case["guards"] = known.guards
+            case["failure_modes"] = catalog.failure_modes(known.guards)
     return results
 
 

@@ -141,6 +141,14 @@ def _summary(c: dict[str, int]) -> str:
     return " ".join(parts) or "-"
 
 
+def _worst_color(c: dict[str, int]) -> str:
+    """The colour of the worst outcome a summary cell counts."""
+    for outcome in (FAIL, NON_STRICT, "SKIP", PASS):
+        if c.get(outcome):
+            return COLORS[outcome]
+    return "#fff"
+
+
 def _outcome_cell(row: dict[str, Any], loader: str) -> str:
     case = row["by_loader"][loader]
     if case is None:
@@ -195,9 +203,10 @@ def matrix_markdown(m: dict[str, Any]) -> str:
     for note in m["notes"]:
         issues = f" Guards against: {note['issues']}" if note["issues"] else ""
         cause = note["cause"].replace("|", "\\|")
+        cause += "" if cause.endswith((".", "…", ")")) else "."
         lines.append(
             f"{note['n']}. `{short_name(note['loader'])}` `{note['id']}`: {note['outcome']}: "
-            f"{cause}.{issues}"
+            f"{cause}{issues}"
         )
     return "\n".join(lines) + "\n"
 
@@ -218,7 +227,11 @@ def matrix_html(m: dict[str, Any]) -> str:
 
     prop_rows = []
     for p in m["properties"]:
-        cells = "".join(f"<td>{_summary(p['by_loader'][x])}</td>" for x in loaders)
+        cells = "".join(
+            f'<td style="background:{_worst_color(p["by_loader"][x])}">'
+            f"{_summary(p['by_loader'][x])}</td>"
+            for x in loaders
+        )
         prop_rows.append(f"<tr><td>{p['property']}</td><td>{p['level']}</td>{cells}</tr>")
     totals = _totals(m)
     prop_rows.append(
