@@ -307,48 +307,6 @@ def test_a_run_that_fails_to_start_leaves_no_earlier_report(fake: pytest.Pyteste
     assert list(rep.iterdir()) == []
 
 
-GRADED = """
-import pytest
-
-@pytest.mark.spec_property("ExactlyOnce")
-def test_pass(grade):
-    grade.figure("x_s", 0.1)
-
-@pytest.mark.spec_property("PromptFaultHandling")
-def test_non_strict(grade):
-    grade.non_strict("PromptFaultHandling", 5.0, "took 5 s")
-
-@pytest.mark.spec_property("ExactlyOnce")
-@pytest.mark.parametrize("n", [1, 2])
-def test_fail(grade, n):
-    grade.fail("ExactlyOnce", "1", str(n))
-
-@pytest.mark.spec_property("NoDeadlock")
-def test_skip():
-    pytest.skip("no accelerator")
-"""
-
-
-def _comparable(report: Path) -> list[dict]:
-    cases = json.loads(report.read_text())["cases"]
-    return [{k: v for k, v in c.items() if k != "duration_s"} for c in cases]
-
-
-def test_xdist_gives_the_same_report(fake: pytest.Pytester) -> None:
-    fake.makepyfile(test_cases=GRADED)
-    got = {}
-    for name, extra in (("plain", []), ("xdist", ["-n", "2"])):
-        rep = fake.path / name
-        result = fake.runpytest_subprocess(
-            "--loader=fakeloader:Loader", f"--conformance-report={rep}", *extra
-        )
-        assert result.ret == pytest.ExitCode.TESTS_FAILED
-        result.stdout.fnmatch_lines(["*NON-STRICT test_cases::test_non_strict*took 5 s*"])
-        got[name] = _comparable(rep / "report.json")
-    assert len(got["plain"]) == 5
-    assert got["xdist"] == got["plain"]
-
-
 @pytest.mark.slow
 def test_xdist_runs_real_cases_to_the_same_report(tmp_path: Path) -> None:
     selectors = ["conformance/cases/test_exactly_once.py", "-k", "len_matches or start_method"]
