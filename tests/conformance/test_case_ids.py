@@ -4,6 +4,7 @@ against equals what pytest collects; loaderspec 0.1's node ids are aliases."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 from pathlib import Path
 
@@ -61,8 +62,8 @@ def test_old_node_ids_are_aliases_of_the_new_ids() -> None:
 def test_report_ids_are_the_same_from_a_checkout_pyargs_and_any_directory(
     tmp_path: Path,
 ) -> None:
-    """The same two cases run three ways: from the checkout by path, by --pyargs from another
-    directory, and by absolute path from another directory."""
+    """The same two cases run three ways, side by side: from the checkout by path, by --pyargs
+    from another directory, and by absolute path from another directory."""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     runs = {
@@ -70,11 +71,16 @@ def test_report_ids_are_the_same_from_a_checkout_pyargs_and_any_directory(
         "pyargs": (["--pyargs", "conformance.cases.test_exactly_once"], elsewhere),
         "absolute": ([str(ROOT / LEN_FILE)], elsewhere),
     }
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:
+        futures = {
+            name: pool.submit(
+                run_suite, [*selectors, "-k", "len_matches"], None, tmp_path / name, 300, cwd=cwd
+            )
+            for name, (selectors, cwd) in runs.items()
+        }
     got = {}
-    for name, (selectors, cwd) in runs.items():
-        code, out, results = run_suite(
-            [*selectors, "-k", "len_matches"], None, tmp_path / name, 300, cwd=cwd
-        )
+    for name, future in futures.items():
+        code, out, results = future.result()
         assert code == 0, out[-3000:]
         assert results is not None
         got[name] = sorted(c["id"] for c in results["cases"])

@@ -5,6 +5,7 @@ nothing, and repeated runs. Real cases of the suite run against broken loaders f
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import re
@@ -175,28 +176,36 @@ def test_an_unexpected_pass_is_fixed_and_junit_carries_the_grades(tmp_path: Path
     assert props[f"{LEN}[drop_last=True]"]["loaderspec_expected"] == "FAIL: mypkg#1"
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    ("policy", "loader", "selector", "code"),
-    [
-        ("must", WRONG_LEN, LEN_SEL, 1),
-        ("never", WRONG_LEN, LEN_SEL, 0),
-        ("must", SLOW_DEATH, PROMPT_SEL, 0),
-        ("should", SLOW_DEATH, PROMPT_SEL, 1),
-    ],
+POLICY_RUNS = (  # (policy, loader, cases, exit status)
+    ("must", WRONG_LEN, LEN_SEL, 1),
+    ("never", WRONG_LEN, LEN_SEL, 0),
+    ("must", SLOW_DEATH, PROMPT_SEL, 0),
+    ("should", SLOW_DEATH, PROMPT_SEL, 1),
 )
-def test_exit_policy(tmp_path: Path, policy: str, loader: str, selector: str, code: int) -> None:
-    got, out, results = run_suite(
-        [selector], loader, tmp_path / "rep", TIMEOUT_S, f"--conformance-fail-on={policy}"
-    )
-    assert got == code, out[-3000:]
-    assert results is not None
-    assert results["policy"] == policy
-    assert f"verdict (--conformance-fail-on={policy}): {'FAILED' if code else 'passed'}" in out
-    if loader == SLOW_DEATH:  # NON-STRICT and its figure, in the terminal summary and JSON
-        assert f"{NON_STRICT} {PROMPT}: PromptFaultHandling" in out
-        assert "death_reported_s=2" in out
-        assert "1 non-strict" in out
+
+
+@pytest.mark.slow
+def test_each_exit_policy(tmp_path: Path) -> None:
+    """A FAIL fails the run under must, not under never; a NON-STRICT fails it under should,
+    not under must (the runs go side by side: they mostly wait on starting interpreters)."""
+    with concurrent.futures.ThreadPoolExecutor(len(POLICY_RUNS)) as pool:
+        runs = [
+            pool.submit(
+                run_suite, [sel], loader, tmp_path / str(i), TIMEOUT_S, f"--conformance-fail-on={p}"
+            )
+            for i, (p, loader, sel, _) in enumerate(POLICY_RUNS)
+        ]
+        done = [r.result() for r in runs]
+    for (policy, loader, _, code), (got, out, results) in zip(POLICY_RUNS, done, strict=True):
+        assert got == code, f"{policy} {loader}:\n{out[-3000:]}"
+        assert results is not None
+        assert results["policy"] == policy
+        state = "FAILED" if code else "passed"
+        assert f"verdict (--conformance-fail-on={policy}): {state}" in out
+        if loader == SLOW_DEATH:  # NON-STRICT and its figure, in the terminal summary
+            assert f"{NON_STRICT} {PROMPT}: PromptFaultHandling" in out
+            assert "death_reported_s=2" in out
+            assert "1 non-strict" in out
 
 
 @pytest.mark.slow
@@ -307,7 +316,7 @@ def test_a_run_that_fails_to_start_leaves_no_earlier_report(fake: pytest.Pyteste
     assert list(rep.iterdir()) == []
 
 
-@pytest.mark.slow
+@pytest.mark.nightly
 def test_xdist_runs_real_cases_to_the_same_report(tmp_path: Path) -> None:
     selectors = ["conformance/cases/test_exactly_once.py", "-k", "len_matches or start_method"]
     got = {}
