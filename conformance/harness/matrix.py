@@ -200,6 +200,8 @@ def matrix_markdown(m: dict[str, Any]) -> str:
         cells = " | ".join(_outcome_cell(row, x) for x in loaders)
         lines.append(f"| `{row['id']}` | {row['level']} | {cells} |")
     lines += ["", "## Notes: every outcome other than PASS", ""]
+    if not m["notes"]:
+        lines.append("None: every case passed for every loader.")
     for note in m["notes"]:
         issues = f" Guards against: {note['issues']}" if note["issues"] else ""
         cause = note["cause"].replace("|", "\\|")
