@@ -47,6 +47,31 @@ def failure_modes(guards_line: str) -> list[str]:
     return list(dict.fromkeys(re.findall(r"\b([A-K]\d+)\b", guards_line)))
 
 
+# A Guards: line names issues as owner/repo#N, "pytorch#N", "pytorch PR #N", or a bare "#N" /
+# "PR #N" after an earlier owner/repo in the same line (the repository it continues).
+_ISSUE = re.compile(r"(?:\b([\w.-]+/[\w.-]+|pytorch|Paddle)\b)?( PR)? ?#(\d+)")
+_SHORT = {"pytorch": "pytorch/pytorch", "Paddle": "PaddlePaddle/Paddle"}
+
+
+def issue_segments(guards_line: str) -> list[tuple[str, str | None]]:
+    """A ``Guards:`` line cut into (text, URL or None) pieces, one piece per public issue or PR it
+    names, so a report can link straight to each. A "PR" goes to /pull/, an issue to /issues/; a
+    bare ``#N`` takes the repository named before it in the line."""
+    pieces: list[tuple[str, str | None]] = []
+    repo, at = "", 0
+    for m in _ISSUE.finditer(guards_line):
+        named, pr, number = m.groups()
+        repo = _SHORT.get(named or "", named or repo)
+        if not repo:
+            continue
+        start = m.start() + len(m.group(0)) - len(m.group(0).lstrip())
+        pieces += [(guards_line[at:start], None)] if start > at else []
+        kind = "pull" if pr else "issues"
+        pieces.append((guards_line[start : m.end()], f"https://github.com/{repo}/{kind}/{number}"))
+        at = m.end()
+    return pieces + ([(guards_line[at:], None)] if at < len(guards_line) else [])
+
+
 def cases() -> list[tuple[str, str, list[str], str, str]]:
     """(file, case, properties, description, guards) for every case, in file order."""
     rows = []

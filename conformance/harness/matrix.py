@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conformance.catalog import issue_segments
 from conformance.harness.grading import FAIL, NON_STRICT, PASS
 from conformance.harness.report import COLORS, STYLE, counts, page
 from loaderspec.vocabulary import PROPERTIES
@@ -203,7 +204,7 @@ def matrix_markdown(m: dict[str, Any]) -> str:
     if not m["notes"]:
         lines.append("None: every case passed for every loader.")
     for note in m["notes"]:
-        issues = f" Guards against: {note['issues']}" if note["issues"] else ""
+        issues = f" Guards against: {_issues_markdown(note['issues'])}" if note["issues"] else ""
         cause = note["cause"].replace("|", "\\|")
         cause += "" if cause.endswith((".", "…", ")")) else "."
         lines.append(
@@ -211,6 +212,17 @@ def matrix_markdown(m: dict[str, Any]) -> str:
             f"{cause}{issues}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _issues_markdown(line: str) -> str:
+    return "".join(f"[{t}]({url})" if url else t for t, url in issue_segments(line))
+
+
+def _issues_html(line: str) -> str:
+    return "".join(
+        f'<a href="{url}">{html.escape(t)}</a>' if url else html.escape(t)
+        for t, url in issue_segments(line)
+    )
 
 
 def _breakable(text: str) -> str:
@@ -262,7 +274,7 @@ def matrix_html(m: dict[str, Any]) -> str:
     notes = "".join(
         f'<li id="n{n["n"]}"><b>{html.escape(short_name(n["loader"]))}</b> '
         f"<code>{_breakable(n['id'])}</code>: {n['outcome']}: {html.escape(n['cause'])}"
-        + (f" <i>Guards against: {html.escape(n['issues'])}</i>" if n["issues"] else "")
+        + (f" <i>Guards against: {_issues_html(n['issues'])}</i>" if n["issues"] else "")
         + "</li>"
         for n in m["notes"]
     )

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.catalog import issue_segments
 from conformance.harness.matrix import write_matrix
 from loaderspec import report
 
@@ -70,10 +71,40 @@ def test_loaders_sorted_by_must_failures_each_non_pass_explained(tmp_path: Path)
     assert "| **MUST failures** | | 0 | 0 | 1 |" in md
     assert (
         "1. `b` `test_shutdown_completes::x`: NON-STRICT: PromptFaultHandling: shutdown took"
-        " 5.02 s. Guards against: A1 pytorch/pytorch#81794" in md
+        " 5.02 s. Guards against: A1 [pytorch/pytorch#81794]"
+        "(https://github.com/pytorch/pytorch/issues/81794)" in md
     )
     assert "2. `a` `test_shutdown_completes::y`: FAIL: ShutdownCompletes (MUST)" in md
-    assert '<li id="n2">' in (tmp_path / "matrix.html").read_text()
+    page = (tmp_path / "matrix.html").read_text()
+    assert '<li id="n2">' in page
+    assert '<a href="https://github.com/pytorch/pytorch/issues/39570">' in page
+
+
+@pytest.mark.parametrize(
+    ("line", "urls"),
+    [
+        ("D2 pytorch/pytorch#33413 (x)", ["pytorch/pytorch/issues/33413"]),
+        ("D4 pytorch PR #19228.", ["pytorch/pytorch/pull/19228"]),
+        (
+            "A7 pytorch/pytorch#27278, #16608",
+            ["pytorch/pytorch/issues/27278", "pytorch/pytorch/issues/16608"],
+        ),
+        (
+            "A2 pytorch/pytorch#39570 -> PR #39869",
+            ["pytorch/pytorch/issues/39570", "pytorch/pytorch/pull/39869"],
+        ),
+        (
+            "H4 pytorch#22585, Paddle#1",
+            ["pytorch/pytorch/issues/22585", "PaddlePaddle/Paddle/issues/1"],
+        ),
+        ("C2 GaTech-RL2/EgoVerse#682", ["GaTech-RL2/EgoVerse/issues/682"]),
+        ("E1 (design discussion, no number)", []),
+    ],
+)
+def test_every_issue_a_guards_line_names_becomes_a_link(line: str, urls: list[str]) -> None:
+    pieces = issue_segments(line)
+    assert "".join(text for text, _ in pieces) == line  # nothing dropped or added
+    assert [u.removeprefix("https://github.com/") for _, u in pieces if u] == urls
 
 
 def test_a_run_stopped_at_its_limit_is_marked_incomplete(tmp_path: Path) -> None:
