@@ -227,6 +227,8 @@ class ConformanceRun:
         elif report.when == "call" and g and g["non_strict"] and case["outcome"] == PASS:
             case["outcome"] = NON_STRICT
             case["detail"] = "; ".join(g["non_strict"])
+        elif report.when == "call" and g and g.get("notes") and case["outcome"] == PASS:
+            case["detail"] = "; ".join(g["notes"])
         if report.when == "teardown" and self.report_dir is not None:
             # After every case, so a run killed from outside (a loader that hangs a whole run
             # past `loaderspec report`'s limit) still leaves the cases it finished.

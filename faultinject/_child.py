@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from faultinject import _wire, processes, trace
 
-__all__ = ["in_sandbox", "kill_self", "mark_baseline", "note"]
+__all__ = ["in_sandbox", "kill_self", "mark_baseline", "note", "set_linger"]
 
 # Set in the sandbox child only: (message fd to the harness, ack fd from the harness).
 _channel: tuple[int, int] | None = None
@@ -41,6 +41,8 @@ def in_sandbox() -> bool:
 _child_pid = -1
 # What the target's set-up opened and started (fds, threads): not counted as leaks.
 _baseline: tuple[dict[int, str], dict[int, str]] = ({}, {})
+# The target's own choice of linger_s (None: the job's).
+_linger: float | None = None
 
 
 def note(payload: Any) -> None:
@@ -61,6 +63,13 @@ def mark_baseline() -> None:
     leaks are measured against this moment instead of the target's start."""
     global _baseline
     _baseline = (_fds(), _threads())
+
+
+def set_linger(seconds: float) -> None:
+    """From inside the target: give what it leaves `seconds` (not the run's `linger_s`) to go away
+    once it returns (a target that learns only while it runs how long to wait)."""
+    global _linger
+    _linger = seconds
 
 
 def kill_self() -> None:
@@ -140,7 +149,8 @@ def run_job(out_fd: int, ack_fd: int, job: Job) -> int:
 
 
 def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
-    global _channel, _child_pid, _baseline
+    global _channel, _child_pid, _baseline, _linger
+    _linger = None
     _channel = (out_fd, ack_fd)
     _child_pid = os.getpid()
     target, args, kwargs, linger_s, _ = job
@@ -167,6 +177,8 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     value = None
     gc.collect()
     fds_before, threads_before = _baseline
+    if _linger is not None:
+        linger_s = _linger
     _settle(threads_before, linger_s)
     lingering = _settle_children(linger_s)
     fds_after = _fds()

@@ -47,11 +47,20 @@ import psutil
 
 from faultinject import _child, _wire, processes
 
-__all__ = ["SandboxError", "SandboxReport", "kill_self", "mark_baseline", "note", "run"]
+__all__ = [
+    "SandboxError",
+    "SandboxReport",
+    "kill_self",
+    "mark_baseline",
+    "note",
+    "run",
+    "set_linger",
+]
 
 kill_self = _child.kill_self
 note = _child.note
 mark_baseline = _child.mark_baseline
+set_linger = _child.set_linger
 
 Outcome = Literal["returned", "raised", "deadline", "killed"]
 

@@ -83,7 +83,8 @@ def nothing_left(grade: Grade, r: Run) -> None:
             return
     left = leaks(r)
     if left:
-        grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left)
+        note = f" ({r.leak_note})" if r.leak_note else ""
+        grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left + note)
         return
     drops = [e["dt"] for e in r.of(None) if e["kind"] in ("dropped", "loader_dropped")]
     slowest = max(drops, default=0.0)
