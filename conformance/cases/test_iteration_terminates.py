@@ -16,6 +16,7 @@ from conformance.harness import (
     Tensors,
     Unpicklable,
     checks,
+    hang_s,
     kwargs,
     play,
 )
@@ -44,7 +45,7 @@ def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> N
     r = play(
         loader_cls,
         n=8,
-        faults=(Hang(2),),
+        faults=(Hang(2, hang_s(loader_cls)),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
     got = r.calls()

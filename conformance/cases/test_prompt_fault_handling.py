@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Die, Grade, Sleep, checks, kwargs, play
+from conformance.harness import Die, Grade, Sleep, checks, kwargs, needs_worker_processes, play
 
 PROP = "PromptFaultHandling"
 BUSY_S = 0.3  # how long the worker works on the item before it dies
@@ -25,6 +25,7 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
     on main process, which checks if any of the workers fail in the (Python) handler."
     Guards: B1 pytorch PR #11985 (worker death noticed only by a periodic check).
     """
+    needs_worker_processes(loader_cls, "a worker thread cannot die on its own")
     r = play(
         loader_cls,
         n=4,

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Await, Grade, Hang, Leave, checks, kwargs, play, shutdown_s
+from conformance.harness import (
+    Await,
+    Grade,
+    Hang,
+    Leave,
+    checks,
+    hang_s,
+    kwargs,
+    play,
+    shutdown_s,
+)
 
 PROP = "ShutdownCompletes"
 
@@ -65,7 +75,7 @@ def test_stuck_worker_is_terminated_at_shutdown(loader_cls: type, grade: Grade) 
     r = play(
         loader_cls,
         n=20,
-        faults=(Hang(5),),
+        faults=(Hang(5, hang_s(loader_cls)),),
         before_leave=Await("fetch", index=5),
         leave={0: Leave("drop", 2)},
         kwargs=kwargs(2, 2, batch_size=1),
@@ -86,7 +96,7 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
     r = play(
         loader_cls,
         n=8,
-        faults=(Hang(2),),
+        faults=(Hang(2, hang_s(loader_cls)),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
     errors = r.of(0, "error")

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import EVERY, Await, Die, Grade, checks, kwargs, play
+from conformance.harness import (
+    EVERY,
+    NO_WORKER_TO_KILL,
+    Await,
+    Die,
+    Grade,
+    checks,
+    kwargs,
+    needs_worker_processes,
+    play,
+)
 
 PROP = "WorkerDeathRaises"
 
@@ -20,6 +30,7 @@ def test_worker_killed_before_fetch_raises(loader_cls: type, grade: Grade, in_or
     on main process, which checks if any of the workers fail".
     Guards: B1 pytorch PR #3474 / #11985 (a segfaulting worker hung the loader).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
@@ -38,6 +49,7 @@ def test_iterable_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     unexpectedly by fatal signals."
     Guards: B1 pytorch PR #15665 (worker death detection for every dataset kind).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         shards=(6, 6),
@@ -56,6 +68,7 @@ def test_worker_killed_in_collate_raises(loader_cls: type, grade: Grade) -> None
     before putting it; dying at either point leaves the task without a result.
     Guards: B1 pytorch PR #11985 (worker killed mid-batch).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
@@ -74,12 +87,15 @@ def test_worker_killed_while_blocked_on_full_pipe_raises(loader_cls: type, grade
     while reading from the pipe, the join will hang forever" (a torn message is not an EOF).
     Guards: C2 GaTech-RL2/EgoVerse#682 (workers blocked writing large samples).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=8,
         faults=(Die(EVERY, signal=None, point="blocked_put"),),
         kill_worker_after=1,
-        before_kill=Await("fetched", index=3),
+        # Item 0 was handed out; its worker's next item (2, round robin) is made and being
+        # written, too big for the pipe (item 1's worker is blocked writing it, unread).
+        before_kill=Await("fetched", index=2),
         kwargs=kwargs(2, 2, batch_size=1),
     )
     checks.death_reported(grade, r)
@@ -94,6 +110,7 @@ def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     raise" after a queue get times out, checking each worker's is_alive().
     Guards: B1 pytorch PR #6606-era test_proper_exit worker paths (idle worker killed).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
