@@ -3,9 +3,11 @@
 Runs in the sandbox child (forked from the harness, or a fresh interpreter started with
 `python -c "from faultinject._child import spawn_main; spawn_main()"`), after it became the leader
 of its own session. It sends the harness: `("started", t)` when the target is about to run,
-`("note", t, payload)` for each `note()` the target makes, `("kill_self", t, pids)` before a
-parent-death scenario SIGKILLs it, and `("result", ...)` with the outcome and the leaks measured
-here (fds, threads and unreaped children: only the process itself can see those).
+`("note", t, payload)` for each `note()` the target makes, `("returned", t)` when the target has
+returned or raised (what follows is measuring, which the run's deadline does not bound),
+`("kill_self", t, pids)` before a parent-death scenario SIGKILLs it, and `("result", ...)` with
+the outcome and the leaks measured here (fds, threads and unreaped children: only the process
+itself can see those).
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ def mark_baseline() -> None:
 
 
 def set_linger(seconds: float) -> None:
-    """From inside the target: give what it leaves `seconds` (not the run's `linger_s`) to go away
-    once it returns (a target that learns only while it runs how long to wait)."""
+    """From inside the target: give what it leaves `seconds` (at most the run's `linger_s`, which
+    bounds the harness's wait) to go away once it returns (a target that learns only while it
+    runs how long to wait)."""
     global _linger
     _linger = seconds
 
@@ -169,6 +172,8 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
             payload = pickle.dumps(value)
         except Exception as exc:
             error = f"the target's return value could not be pickled: {exc!r}"
+    # From here on the child only measures: the harness's deadline no longer binds it.
+    _wire.send(out_fd, ("returned", time.monotonic()))
     if threading.current_thread() is threading.main_thread():
         # The target is over: a loader's SIGCHLD handler (torch raises its worker-death error
         # from one, in the main thread, wherever it is) must not cut the report short.
@@ -179,8 +184,10 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     fds_before, threads_before = _baseline
     if _linger is not None:
         linger_s = _linger
+    # One wait for threads and processes together: linger_s in all.
+    settled_by = time.monotonic() + linger_s
     _settle(threads_before, linger_s)
-    lingering = _settle_children(linger_s)
+    lingering = _settle_children(max(0.0, settled_by - time.monotonic()))
     fds_after = _fds()
     leaked_fds = [
         f"{fd} -> {path}"

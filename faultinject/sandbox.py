@@ -221,10 +221,14 @@ _INT = re.compile(r"\d+")
 class _Run:
     """One sandbox run, harness side. Holds the pipes, the child and what was seen."""
 
-    def __init__(self, deadline_s: float, startup_s: float, orphan_grace_s: float) -> None:
+    def __init__(
+        self, deadline_s: float, startup_s: float, orphan_grace_s: float, linger_s: float
+    ) -> None:
         self.deadline_s = deadline_s
         self.startup_s = startup_s
         self.orphan_grace_s = orphan_grace_s
+        self.linger_s = linger_s
+        self.returned_at: float | None = None
         self.reader = _wire.Reader()
         self.seen: dict[int, psutil.Process] = {}
         self.watch: dict[int, int] = {}  # pid -> pidfd, opened on kill_self
@@ -310,6 +314,8 @@ class _Run:
                 os.write(self.ack_w, b"k")
         elif kind == "note":
             self.notes.append(msg[2])
+        elif kind == "returned":
+            self.returned_at = time.monotonic()
         elif kind == "result":
             self.result = msg
             self.result_at = time.monotonic()
@@ -328,6 +334,10 @@ class _Run:
     def _deadline(self) -> float:
         if self.started_at is None:
             return self.t0 + self.startup_s
+        if self.returned_at is not None:
+            # The target is done: what is left is its measuring (linger_s) and the child's exit.
+            after = self.returned_at + self.linger_s + _REAP_S
+            return max(self.started_at + self.deadline_s, after)
         return self.started_at + self.deadline_s
 
     def wait(self) -> bool:
@@ -409,8 +419,10 @@ def run(
     Args:
         target: a module-level callable (it is pickled by reference); its return value is
             pickled back.
-        deadline_s: seconds the target (and the child's exit after it) may take, counted from the
-            moment the target is called.
+        deadline_s: seconds the target may take, counted from the moment it is called; the
+            leak count after it (up to `linger_s`) and the child's exit are bounded apart
+            (`linger_s` + 5 s after the target returned), so a target that returned in time
+            never reads as past its deadline because of what it left behind.
         orphan_grace_s: how long processes left when the child ended may take to exit on their
             own before they count as leftovers (the run returns as soon as all have exited).
         start: "fork" (fast; a copy of this process; the child ends with `os._exit`, so the
@@ -438,7 +450,7 @@ def run(
         msg = f"sandbox.run: cannot pickle the target or its arguments: {exc!r}"
         raise SandboxError(msg) from exc
     shm_before = _shm_entries()
-    r = _Run(deadline_s, startup_s, orphan_grace_s)
+    r = _Run(deadline_s, startup_s, orphan_grace_s, linger_s)
     with processes.subreaper():
         r.start(job, start)
         # Hold SIGCHLD in the harness until the sandbox's processes are reaped: a loader's
