@@ -3,6 +3,8 @@ process raise."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from conformance.harness import (
@@ -11,6 +13,8 @@ from conformance.harness import (
     Await,
     Die,
     Grade,
+    Sleep,
+    accelerator,
     checks,
     kwargs,
     needs_worker_processes,
@@ -117,6 +121,54 @@ def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
         kill_worker_after=2,
         before_kill=Await("fetched", index=5),
         kwargs=kwargs(2, 2, batch_size=1),
+    )
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_worker_sigtermed_raises(loader_cls: type, grade: Grade) -> None:
+    """A worker that gets SIGTERM inside __getitem__ (not from the loader's own shutdown) makes
+    next() raise an error naming the worker.
+
+    Property: WorkerDeathRaises. Seed (NOTE, 3a): "checks if any of the workers fail in the
+    (Python) handler" - whatever the signal.
+    Guards: I3 pytorch PR #4643 (fixes pytorch/pytorch#4507: SIGTERM handling of workers), B6
+    pytorch/pytorch#43455 (SIGTERM and the SIGCHLD handler).
+    """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
+    r = play(
+        loader_cls,
+        n=12,
+        faults=(Die(5, signal=signal.SIGTERM),),
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+def test_worker_death_while_next_waits_with_the_pin_thread_raises(
+    loader_cls: type, grade: Grade
+) -> None:
+    """pin_memory=True, one worker: it dies while the main process is blocked in next() on its
+    item; next() raises (the pin thread being alive says nothing about the worker).
+
+    Property: WorkerDeathRaises. Seed (dataloader.py, _get_data): "while the pin thread is
+    alive" the main process polls the data queue, and must still check the workers.
+    Guards: B5 pytorch/pytorch#129224 (main waits for ever while the pin thread is alive and
+    the worker has died).
+    """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
+    why = accelerator.missing()
+    if why:
+        pytest.skip(why)
+    r = play(
+        loader_cls,
+        n=4,
+        faults=(Sleep(0, 0.3), Die(0)),
+        setup=accelerator.load,
+        kwargs=kwargs(1, 1, batch_size=1, pin_memory=True),
     )
     checks.death_reported(grade, r)
     checks.nothing_left(grade, r)
