@@ -136,8 +136,10 @@ def test_dropping_an_iterator_with_large_results_in_flight_is_prompt(
 
 
 # Every fetch takes this long: a worker that ignores the done event starts its next queued fetch
-# about this long after shutdown began; one that obeys it started its last fetch before.
-FETCH_S = 0.4
+# about this long after shutdown began; one that obeys it started its last fetch before (a fetch
+# seen LATE_S after the drop began is no race of a fetch begun just before it).
+FETCH_S = 0.6
+LATE_S = 0.4
 
 
 @pytest.mark.spec_property(PROP)

@@ -47,7 +47,7 @@ __all__ = [
 
 DEADLINE_S = 30.0  # per scenario: 2 x the 15 s MUST bound; a correct loader needs a few seconds
 LEAK_WAIT_S = MUST_BOUND_S
-LEAK_WAIT_AFTER_LEAK_S = 2.0
+LEAK_WAIT_AFTER_LEAK_S = 1.0
 # A hung fetch in a thread worker lasts this long: nothing can stop a thread, and one left hanging
 # would count as a leak. Shorter than LEAK_WAIT_S, so a correct loader's abandoned thread ends
 # (and is joined) before the leak count; a shutdown that waits it out is graded NON-STRICT.
@@ -110,6 +110,7 @@ def play(
     parent_dies: bool = False,
     orphan_grace_s: float = 1.0,
     leaks: bool = True,
+    skip_refused: bool = True,
     **fields: Any,
 ) -> Run:
     """Play `plan` (or `Plan(**fields)`) against `loader_cls` in a sandbox and return the `Run`.
@@ -118,7 +119,8 @@ def play(
     as a violation of `must` when the scenario outlives `deadline_s`; fails it when the scenario
     raised outside the loader's calls, or when the loader's process died (unless the plan kills
     it: `parent_dies`). `leaks=False`: give nothing time to go away after the scenario (its
-    leaks are not to be graded).
+    leaks are not to be graded). `skip_refused=False`: a refused configuration returns the
+    `Run` (its `refused` says why) instead of skipping the case.
     """
     plan = Plan(**fields) if plan is None else plan
     r = run(
@@ -137,6 +139,8 @@ def play(
             _LEAKED[built["value"]] = f"it already left the same after {LEAK_WAIT_S:g} s in "
             _LEAKED[built["value"]] += _current_case()
     if r.refused:
+        if not skip_refused:
+            return r
         pytest.skip(f"the loader refused the configuration: {r.refused}")
     report = r.report
     assert report is not None

@@ -279,14 +279,23 @@ class Iter:
             dead = self.transport.dead()
             if dead is not None:
                 self.fail(dead)
-            if got is not None and got[0] == self.epoch and got[1] in self.outstanding:
+            if got is not None and self.wanted(got[0], got[1]):
                 _, task, worker, result = got
-                if isinstance(result, Exhausted):
+                if isinstance(result, Exhausted) and worker in self.active:
                     self.active.discard(worker)
+                    self.retired(worker)
                 self.results[task] = result
                 return
             if deadline is not None and time.monotonic() >= deadline:
                 self.fail(f"DataLoader timed out after {self.timeout:g} seconds")
+
+    def wanted(self, epoch: int, task: int) -> bool:
+        """A result is this epoch's, for a task still outstanding (persistent workers may still
+        send results of an epoch the user abandoned)."""
+        return epoch == self.epoch and task in self.outstanding
+
+    def retired(self, worker: int) -> None:
+        """`worker` has no more batches this epoch: nothing to do but stop asking it."""
 
     def fail(self, text: str) -> None:
         """A worker death or a timeout: shut down and raise, now and at every later call."""
@@ -317,6 +326,9 @@ class NonPersistentIter(Iter):
 class Loader:
     """torch's constructor (validation, samplers, `len`), a transport's workers."""
 
+    iterator: type[Iter] = NonPersistentIter
+    persistent_iterator: type[Iter] = Iter
+
     def __init__(self, dataset: Any, **kwargs: Any) -> None:
         self.torch = TorchLoader(dataset, **kwargs)
         self._iterator: Iter | None = None
@@ -345,9 +357,9 @@ class Loader:
         if self.torch.num_workers == 0:
             return iter(self.torch)  # no workers: torch's own single-process path
         if not self.torch.persistent_workers:
-            return NonPersistentIter(self)
+            return self.iterator(self)
         if self._iterator is None:
-            self._iterator = Iter(self)
+            self._iterator = self.persistent_iterator(self)
         else:
             self._iterator.reset()
         return self._iterator

@@ -107,6 +107,8 @@ class Pipes:
     """The transport: forked processes and pipes. Each step of a worker's life and of the
     shutdown is a method, so that a broken variant changes exactly one."""
 
+    join_s = JOIN_S
+
     def __init__(self, job: Job, base_seed: int) -> None:
         self.workers: list[_Process] = []
         for w in range(job.num_workers):
@@ -177,15 +179,19 @@ class Pipes:
         self.wait_exits()
         for p in self.workers:
             if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(p.pid, signal.SIGKILL)
+                self.kill(p)
             self.reap(p)
             os.close(p.results)
 
+    def kill(self, p: _Process) -> None:
+        """A worker still running after the bounded wait is killed."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p.pid, signal.SIGKILL)
+
     def wait_exits(self) -> None:
-        """Give the workers JOIN_S in all to exit, reading what they still write (a worker
+        """Give the workers `join_s` in all to exit, reading what they still write (a worker
         blocked on a full pipe must finish its write to see that it is done)."""
-        deadline = time.monotonic() + JOIN_S
+        deadline = time.monotonic() + self.join_s
         for p in self.workers:
             while p.poll() is None and time.monotonic() < deadline:
                 if select.select([p.results], [], [], 0.01)[0] and not os.read(p.results, 1 << 20):
