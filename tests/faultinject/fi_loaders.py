@@ -91,3 +91,35 @@ class LeavesAZombie(_StartsAHelper):
     """Its helper exits at once: a zombie."""
 
     helper = staticmethod(_exit_now)
+
+
+class FetchesInThreads:
+    """Fetches every item in a thread pool of its own process (a thread-based design)."""
+
+    def __init__(self, dataset: Any, batch_size: int = 1, num_workers: int = 0, **_: Any) -> None:
+        self.dataset, self.workers = dataset, max(num_workers, 1)
+
+    def __iter__(self) -> Any:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            return iter(list(pool.map(self.dataset.__getitem__, range(len(self.dataset)))))
+
+
+class FetchesInTheCaller(FetchesInThreads):
+    """Fetches every item in the thread that iterates it (no workers to see)."""
+
+    def __iter__(self) -> Any:
+        return iter([self.dataset[i] for i in range(len(self.dataset))])
+
+
+class SaysItHasThreads(DataLoader):
+    """Declares what its workers are (whatever they really are)."""
+
+    loaderspec_workers = "threads"
+
+
+class SaysNonsense(DataLoader):
+    """Declares a kind of worker that does not exist."""
+
+    loaderspec_workers = "fibres"

@@ -159,3 +159,16 @@ def sigchld_held_back() -> dict[str, object]:
 
 def kill_self_now() -> None:
     sandbox.kill_self()
+
+
+def leave_a_thread_for(seconds: float, linger_s: float | None = None) -> None:
+    """Return at once, leaving a thread that ends `seconds` later (with `linger_s`, the target's
+    own leak wait)."""
+    import threading
+    import time
+
+    from faultinject import sandbox
+
+    threading.Thread(target=time.sleep, args=(seconds,), name="ends-later").start()
+    if linger_s is not None:
+        sandbox.set_linger(linger_s)

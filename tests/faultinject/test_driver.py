@@ -11,7 +11,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from faultinject import loaders
-from faultinject.driver import Await, Leave, Plan, flat, run
+from faultinject.driver import Await, Leave, Plan, describe, flat, run
 from faultinject.faults import EVERY, Die, Hang, Raise
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
@@ -157,3 +157,29 @@ def test_flat_reads_any_batch_as_plain_values():
     assert flat([torch.tensor([1]), (2, 3)]) == [1, 2, 3]
     assert flat(b"xx") == ["<2 bytes>"]
     assert flat(object())[0].startswith("<object object")
+
+
+def test_structure_many_loaders_and_dispatch_epochs():
+    plan = Plan(n=4, kwargs={**FORK2, "persistent_workers": True}, epochs=2, loaders=2)
+    r = run(DataLoader, plan, deadline_s=60)
+    fds = [e["fds"] for e in r.of(None, "loader_dropped")]
+    assert len(fds) == 2
+    assert r.batches(3) == [[0, 1], [2, 3]]  # loader 2's second epoch
+    assert r.first("built", epoch=None)["value"] == "torch.utils.data.dataloader:DataLoader"
+    r = run(DataLoader, Plan(n=3, kwargs=FORK2, render="structure"), deadline_s=60)
+    assert r.batches()[0] == {"tensor": [0, 1], "dtype": "int64"}
+    tagged = Plan(n=4, kwargs=FORK2, epochs=2, tag_epochs=True, leave={0: Leave("drop", 1)})
+    r = run(DataLoader, tagged, deadline_s=60)
+    assert sorted(r.items(1)) == [(i, 1) for i in range(4)]  # (item, epoch dispatched in)
+
+
+def test_describe_keeps_types_and_nesting():
+    import torch
+
+    batch = {"b": (torch.tensor([1.0]), [b"xy", None]), "a": 3}
+    assert describe(batch) == {
+        "dict": [
+            ["a", 3],
+            ["b", {"tuple": [{"tensor": [1.0], "dtype": "float32"}, ["<2 bytes>", None]]}],
+        ]
+    }

@@ -247,3 +247,17 @@ def test_a_sigchld_handler_in_the_harness_runs_after_the_sandbox_is_reaped():
     assert report.outcome == "killed"
     assert seen  # the SIGCHLD was delivered, after the run
     assert all(report.pid not in zombies for zombies in seen)
+
+
+def test_the_deadline_bounds_the_target_not_the_leak_count_after_it():
+    """A target that returned in time is not past its deadline while the sandbox waits for
+    what it left (a thread that ends 1.5 s later, deadline 0.5 s, linger 3 s)."""
+    report = sandbox.run(T.leave_a_thread_for, 1.5, deadline_s=0.5, linger_s=3.0)
+    assert report.outcome == "returned", report.error
+    assert report.leaked_threads == []
+
+
+def test_the_target_may_choose_a_shorter_leak_wait():
+    report = sandbox.run(T.leave_a_thread_for, 3.0, 0.1, deadline_s=10, linger_s=5.0)
+    assert report.outcome == "returned", report.error
+    assert report.leaked_threads == ["ends-later"]
