@@ -160,9 +160,7 @@ def test_worker_death_while_next_waits_with_the_pin_thread_raises(
     the worker has died).
     """
     needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
-    why = accelerator.missing()
-    if why:
-        pytest.skip(why)
+    accelerator.require()
     r = play(
         loader_cls,
         n=4,
