@@ -7,8 +7,9 @@ example that was played. Bounded whatever the loader does:
 * each example is played without a leak wait (`play(..., leaks=False)`): a loader that leaks at
   every shutdown does not pay the wait once per example; the case then checks leaks once, on one
   replay of the returned example;
-* an example the loader refuses is rejected, not a SKIP of the whole case (`Refused`); a case
-  whose every example was refused is a SKIP;
+* an example the loader refuses is rejected, not a SKIP of the whole case; a case whose first
+  `REFUSALS_BEFORE_SKIP` examples were all refused (a loader that refuses the kind of data the
+  case is about) is a SKIP at once;
 * a failing example is shrunk for at most `shrink_s` seconds in all (Hypothesis's own bound is 5
   minutes), or not at all (`shrink_s=0`: the first failure is the one reported).
 """
@@ -35,6 +36,8 @@ T = TypeVar("T")
 QUICK_EXAMPLES = 2  # drawn examples of a case in the quick selection (besides its picks)
 MORE_EXAMPLES = 10  # drawn examples of its whole-suite sibling
 SHRINK_S = 45.0  # how long a failing example may be shrunk, in all
+REFUSALS_BEFORE_SKIP = 3
+MSG_ALL_REFUSED = "the loader refused every drawn configuration"
 
 
 @contextlib.contextmanager
@@ -70,6 +73,7 @@ def check_drawn(
         pytest.skip.Exception: the loader refused every example.
     """
     last: list[T] = []
+    refused = [0]
     phases = [Phase.explicit, Phase.reuse, Phase.generate]
     if shrink_s > 0:
         phases.append(Phase.shrink)
@@ -84,7 +88,13 @@ def check_drawn(
     )
     @given(strategy)
     def run_examples(example: T) -> None:
-        body(example)
+        try:
+            body(example)
+        except hypothesis_errors.UnsatisfiedAssumption:
+            refused[0] += 1
+            if not last and refused[0] >= REFUSALS_BEFORE_SKIP:
+                pytest.skip(MSG_ALL_REFUSED)
+            raise
         last[:] = [example]
 
     for pick in reversed(picks):
@@ -94,7 +104,7 @@ def check_drawn(
         with _shrink_budget(shrink_s):
             run_examples()
     except hypothesis_errors.Unsatisfiable:
-        pytest.skip("the loader refused every drawn configuration")
+        pytest.skip(MSG_ALL_REFUSED)
     if not last:
-        pytest.skip("the loader refused every drawn configuration")
+        pytest.skip(MSG_ALL_REFUSED)
     return last[0]
