@@ -383,12 +383,15 @@ class _Driver:
         self.event(epoch, "awaited", start, ok)
 
     def kill_one_worker(self, epoch: int) -> None:
-        """SIGKILL the live worker with the lowest pid, found as a psutil child."""
+        """SIGKILL the live worker with the lowest pid, found as a psutil child, and wait
+        (bounded, not reaping) until it has exited: the user's next call comes after the death,
+        not while the process is still on its way out."""
         self.worker_killed = True
         self.awaited(epoch, self.plan.before_kill)
         pids = sorted(_workers())
         if pids:
             processes.kill(pids[:1], signal.SIGKILL)
+            processes.wait_gone(pids[:1], MUST_BOUND_S)
         self.event(epoch, "killed", time.monotonic(), pids[:1])
 
     def alive_after_drop(self, epoch: int) -> None:
