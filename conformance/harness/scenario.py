@@ -16,7 +16,7 @@ bound) to go away. Once a loader type has left something that long, it has shown
 its later scenarios wait `LEAK_WAIT_AFTER_LEAK_S`: a loader that leaks at every shutdown still
 gets its report in minutes (each case still FAILs on what is left, naming the shorter wait).
 `play(..., leaks=False)` waits for nothing: for the many examples of a Hypothesis case, whose
-leaks one full-wait replay checks (`check_leaks_once`).
+leaks one full-wait replay checks (`conformance.harness.drawn`).
 """
 
 from __future__ import annotations
