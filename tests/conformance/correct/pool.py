@@ -9,6 +9,8 @@ multiprocessing.Pool"):
   the suite grades SKIP).
 * A worker that dies is replaced silently and its task is lost: each worker announces its pid
   from the pool's initializer, and a waiting `next()` raises once an announced pid is gone.
+* A task goes to whichever worker is free, so a worker slow to start may get none: the pool
+  waits until every worker has announced itself (its `worker_init_fn` has run) before work.
 * Workers do not watch their parent: the initializer starts a watchdog thread that ends the
   worker when the parent is gone, whatever the worker is doing.
 * An initializer that raises kills its worker, and the pool starts another for ever: the user's
@@ -27,6 +29,7 @@ import queue
 import random
 import select
 import threading
+import time
 from functools import partial
 from typing import Any
 
@@ -40,6 +43,7 @@ from correct._protocol import Loader as _Base
 __all__ = ["Loader", "Pool"]
 
 TERMINATE_S = 5.0  # how long shutdown waits for Pool.terminate()
+START_S = 15.0  # how long a new pool waits for its workers to start
 MSG_NO_ITERABLE = (
     "multiprocessing.Pool cannot send a task to a given worker, so an IterableDataset's "
     "per-worker shards cannot be read in torch's order"
@@ -58,7 +62,6 @@ def _watch_parent(parent: int) -> None:
 
 def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int) -> None:
     global _worker
-    announce.put(os.getpid())
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     worker_id = ids.get()  # a worker started in place of a dead one waits here until shutdown
     seed = base_seed + worker_id
@@ -67,6 +70,7 @@ def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int) -> Non
     # torch has no setter; this is the variable its get_worker_info() reads in a process.
     torch_worker._worker_info = worker_info(job, worker_id, seed, "multiprocessing")
     _worker = Worker(job, worker_id, f"in DataLoader worker process {worker_id}")
+    announce.put(os.getpid())  # started: its worker_init_fn has run
 
 
 def _task(epoch: int, task: int, indices: Any) -> bytes:
@@ -107,6 +111,15 @@ class Pool:
             self.ids.put(worker_id)
         initargs = (job, base_seed, self.ids, self.announced, os.getpid())
         self.pool = ctx.Pool(job.num_workers, initializer=_init, initargs=initargs)
+        # worker_init_fn runs "on each worker": a pool hands tasks to whichever worker is free,
+        # so a worker slow to start might get none and the epoch end before it ran its
+        # initializer. Wait (bounded) until every worker has started.
+        deadline = time.monotonic() + START_S
+        while len(self.pids) < job.num_workers and time.monotonic() < deadline:
+            if self.announced.empty():
+                time.sleep(0.005)
+            else:
+                self.pids.add(self.announced.get())
 
     def send(self, worker: int, epoch: int, task: int, indices: Any) -> None:
         # The pool picks the worker; the error callback knows the task (a result that could not
