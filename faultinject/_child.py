@@ -24,7 +24,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from faultinject import _wire, processes, trace
+from faultinject import _wire, processes
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
 
 __all__ = ["in_sandbox", "kill_self", "mark_baseline", "note", "set_linger"]
 
@@ -92,7 +94,7 @@ def kill_self() -> None:
         import select
 
         select.select([ack_fd], [], [], _ACK_TIMEOUT_S)
-    trace.emit_fault("FaultKillParent", worker=None)
+    tracewriter.emit_fault(Action.FAULT_KILL_PARENT, worker=None)
     os.kill(os.getpid(), signal.SIGKILL)
 
 

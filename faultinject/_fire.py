@@ -24,9 +24,11 @@ from typing import Any
 
 import torch.utils.data
 
-from faultinject import processes, trace
+from faultinject import processes
 from faultinject.faults import Die, Fault, Hang, Raise, RaiseUnrebuildable, UnrebuildableError
 from faultinject.records import Fetch, write_fetch
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
 
 __all__ = [
     "arm_collate",
@@ -95,13 +97,13 @@ def may_fire_here(fault: Die | Hang, home_pid: int | None = None) -> bool:
 def fire_die(fault: Die) -> None:
     """Send `fault.signal` to this process (a handled signal returns, as it would in real life)."""
     assert fault.signal is not None  # Die.__post_init__ allows None only for blocked_put
-    trace.emit_fault("FaultKillWorker", worker=worker_id())
+    tracewriter.emit_fault(Action.FAULT_KILL_WORKER, worker=worker_id())
     os.kill(os.getpid(), fault.signal)
 
 
 def fire_hang(fault: Hang) -> None:
     """Block for `fault.seconds`, looking at nothing (like a stuck read)."""
-    trace.emit_fault("FaultHangWorker", worker=worker_id())
+    tracewriter.emit_fault(Action.FAULT_HANG_WORKER, worker=worker_id())
     deadline = time.monotonic() + fault.seconds
     while (left := deadline - time.monotonic()) > 0:
         time.sleep(left)
@@ -109,7 +111,7 @@ def fire_hang(fault: Hang) -> None:
 
 def fire_raise(fault: Raise | RaiseUnrebuildable) -> None:
     """Raise the fault's exception."""
-    trace.emit_fault("FaultFetchError", worker=worker_id())
+    tracewriter.emit_fault(Action.FAULT_FETCH_ERROR, worker=worker_id())
     if isinstance(fault, RaiseUnrebuildable):
         raise UnrebuildableError(f"unrebuildable fault at item {fault.at}", "two-argument __init__")
     raise fault.exc_type(fault.text())

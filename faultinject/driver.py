@@ -642,6 +642,14 @@ class Run:
         return found[0] if found else None
 
 
+def _probe_dataset(plan: Plan) -> Any:
+    """A dataset of the plan's shape (map-style or iterable, its length), without faults or
+    records: what a loader's `loaderspec_unsupported` is shown before anything starts."""
+    from faultinject.datasets import FaultyDataset, FaultyIterable
+
+    return FaultyDataset(plan.n) if plan.shards is None else FaultyIterable(plan.shards)
+
+
 def run(
     loader: type | str,
     plan: Plan,
@@ -671,7 +679,7 @@ def run(
     cls = loaders.resolve(loader) if isinstance(loader, str) else loader
     # The arguments the plan adds (a collate_fn carrying faults, a sampler) count too.
     added = dict.fromkeys(plan.argument_names() - set(plan.kwargs))
-    why = loaders.unsupported(cls, {**added, **plan.kwargs})
+    why = loaders.unsupported(cls, {**added, **plan.kwargs}, dataset=_probe_dataset(plan))
     if why:
         return Run(plan, None, refused=why)
     record_dir = tempfile.mkdtemp(prefix="faultinject-run-")

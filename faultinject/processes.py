@@ -22,8 +22,8 @@ from typing import Any
 
 import psutil
 
-from faultinject import trace
-from faultinject.trace import FaultAction
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
 
 __all__ = [
     "SigchldHold",
@@ -152,7 +152,7 @@ def kill(
     pids: Iterable[int],
     sig: int = _signal.SIGKILL,
     *,
-    action: FaultAction | None = "FaultKillWorker",
+    action: Action | None = Action.FAULT_KILL_WORKER,
     worker: int | None = None,
 ) -> list[int]:
     """Send `sig` to each pid; return those it reached (a gone pid is skipped, not an error).
@@ -163,7 +163,7 @@ def kill(
     sent = []
     for pid in pids:
         if action is not None:
-            trace.emit_fault(action, worker=worker)
+            tracewriter.emit_fault(action, worker=worker)
         try:
             os.kill(pid, sig)
         except ProcessLookupError:

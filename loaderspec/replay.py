@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultinject import loaders
-from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run
+from loaderspec import suite, tracewriter
+from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV, TRACE_DIR_ENV
 
-TRACE_ENV = "LOADERSPEC_TRACE_DIR"
-FORCE_PIN_ENV = "LOADERSPEC_FORCE_PIN_THREAD"
+suite.activate()  # the driver is the suite's (inside loaderspec/_suite in an installed wheel)
+
+from faultinject import loaders  # noqa: E402
+from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
+
 REFERENCE = "reference:DataLoader"
 # Timeouts in schedules: long enough that a loaded CI machine does not time out by accident,
 # short enough that a hang costs little.
@@ -97,20 +99,17 @@ def _trace_on(trace_dir: str | None, force_pin: bool) -> None:
     """A plan's setup, in the sandbox child: a pin thread even without an accelerator
     (docs/contracts.md), and the reference loader's trace records into `trace_dir`."""
     if force_pin:
-        os.environ[FORCE_PIN_ENV] = "1"
+        os.environ[FORCE_PIN_THREAD_ENV] = "1"
     if trace_dir is None:
         return
-    os.environ[TRACE_ENV] = trace_dir
-    tracing = sys.modules.get("reference.tracing")  # the reference, or a loader built on it
-    if tracing is not None:
-        tracing.configure(trace_dir)
+    os.environ[TRACE_DIR_ENV] = trace_dir
+    tracewriter.configure(trace_dir)
 
 
 def _trace_off(trace_dir: str | None) -> None:
     """A plan's teardown: close our trace file (it is not a leaked descriptor)."""
-    tracing = sys.modules.get("reference.tracing")
-    if trace_dir is not None and tracing is not None:
-        tracing.configure(None)
+    if trace_dir is not None:
+        tracewriter.configure(None)
 
 
 def plan_of(schedule: Schedule, trace_dir: Path | None = None) -> Plan:

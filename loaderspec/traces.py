@@ -25,13 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loaderspec.vocabulary import Action
-
-TRACE_GLOB = "trace-*.jsonl"
-
-# The record that opens one iterator's run (requested by trace-check in docs/contracts.md):
-# not a spec action but the constants of the model the run is a behaviour of.
-CONFIG_ACTION = "Config"
+from loaderspec.vocabulary import CONFIG_ACTION, TRACE_FILE, TRACE_GLOB, Action
 
 # Tie-break ranks (see the module docstring). Actions that write to a queue are logged before
 # the write; actions that read one are logged after the read returned.
@@ -320,7 +314,7 @@ def write_log(records: Iterable[Record], directory: Path) -> list[Path]:
         by_pid.setdefault(record.pid, []).append(record)
     files = []
     for pid, recs in by_pid.items():
-        path = directory / f"trace-{pid}.jsonl"
+        path = directory / TRACE_FILE.format(pid=pid)
         path.write_text("".join(json.dumps(r.as_json()) + "\n" for r in recs))
         files.append(path)
     return files

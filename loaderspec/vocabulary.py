@@ -236,8 +236,80 @@ def property_named(name: str) -> Property:
     raise KeyError(f"unknown spec property {name!r}; spec/ defines: {known}")
 
 
+# ---------------------------------------------------------------------------------------------
+# Environment variables and the trace record schema (docs/architecture.md "Trace records",
+# docs/contracts.md). The trace writer (``loaderspec.tracewriter``), the reference loader,
+# faultinject's ``Fault*`` records and trace-check name fields and variables only through these.
+
+TRACE_DIR_ENV = "LOADERSPEC_TRACE_DIR"  # a directory: each process appends to its TRACE_FILE
+FORCE_PIN_THREAD_ENV = "LOADERSPEC_FORCE_PIN_THREAD"  # "1": a pin thread without an accelerator
+CACHE_DIR_ENV = "LOADERSPEC_CACHE_DIR"  # where loaderspec.fakeaccel caches its build
+
+TRACE_FILE = "trace-{pid}.jsonl"  # one file per process, in the trace directory
+TRACE_GLOB = "trace-*.jsonl"
+CONFIG_ACTION = "Config"  # the action of an iterator's header record (not a spec action)
+
+
+class RecordType(enum.Enum):
+    """The three shapes of a trace record."""
+
+    STEP = "step"  # a spec action of the main process, a worker or the pin thread
+    FAULT = "fault"  # a Fault* action, written by whoever injects it, just before
+    CONFIG = "config"  # an iterator's header: the model constants its run follows
+
+
+# The fields of each record type, in the order they are written. ``kind`` is written only on
+# records whose action has one (docs/contracts.md lists them).
+RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
+    RecordType.STEP: ("t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state"),
+    RecordType.FAULT: ("t", "pid", "actor", "action", "worker", "task", "state"),
+    RecordType.CONFIG: (
+        "t",
+        "pid",
+        "actor",
+        "action",
+        "epoch",
+        "worker",
+        "task",
+        "state",
+        "config",
+    ),
+}
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind"})
+
+# ``state`` of a Main record: the post-state of the main process's spec variables.
+MAIN_STATE_FIELDS: tuple[str, ...] = (
+    "send_idx",
+    "rcvd_idx",
+    "tasks_outstanding",
+    "workers_status",
+    "task_info",
+    "shutdown",
+)
+# ``config`` of a Config record.
+CONFIG_FIELDS: tuple[str, ...] = (
+    "num_workers",
+    "prefetch_factor",
+    "in_order",
+    "persistent_workers",
+    "pin_memory",
+    "iterable",
+    "num_tasks",
+    "timeout",
+    "worker_pids",
+)
+
+
 # --- environment variables (the harness's) ------------------------------------------------------
 
 # The loader under test of a conformance run, "package.module:Class"; the plugin's option
 # `--loader` wins over it, and it wins over the ini key `loaderspec_loader`.
 LOADER_ENV = "LOADERSPEC_LOADER"
+
+# The conformance suite's command line (the pytest plugin, `loaderspec report`): where the loader
+# under test is named, and the exit policies (conformance.verdict).
+LOADER_OPTION = "--conformance-loader"
+LOADER_SHORT_OPTION = "--loader"  # only where no other plugin or conftest defines --loader
+LOADER_INI = "loaderspec_loader"
+DEFAULT_LOADER = "reference:DataLoader"
+FAIL_ON = ("must", "should", "never")  # the first is the default

@@ -1,12 +1,31 @@
 """The reference loader: ``from reference import DataLoader``: torch 2.13 API, spec protocol.
 
-``reference.core`` is the protocol as a pure state machine, ``reference.shell`` the processes and
-pipes that drive it, ``reference.tracing`` the opt-in trace records. ``get_worker_info`` is
-torch's own: inside a reference worker, ``torch.utils.data.get_worker_info()`` works as usual.
+``reference.core`` is the protocol as a pure state machine, ``reference.loop`` the one loop that
+runs it, ``reference.shell`` the processes and pipes it runs on. Trace records go through
+``loaderspec.tracewriter``. ``get_worker_info`` is torch's own: inside a reference worker,
+``torch.utils.data.get_worker_info()`` works as usual.
+
+The names are imported on first use, so ``import reference.core`` (the pure core) does not
+import torch.
 """
 
-from torch.utils.data import get_worker_info
+from __future__ import annotations
 
-from reference.loader import DataLoader
+import importlib
+from typing import Any
 
 __all__ = ["DataLoader", "get_worker_info"]
+
+_LAZY = {"DataLoader": "reference.loader", "get_worker_info": "torch.utils.data"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'reference' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -16,10 +16,10 @@ import torch
 from torch.utils.data import _DatasetKind
 from torch.utils.data._utils import pin_memory as torch_pin_memory
 
+from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV
+
 if TYPE_CHECKING:
     from reference.loader import DataLoader
-
-FORCE_PIN_THREAD_ENV = "LOADERSPEC_FORCE_PIN_THREAD"
 
 
 class BaseIter:

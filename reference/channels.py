@@ -5,7 +5,7 @@ Owns the receiving end of every worker's result pipe and the workers' process se
 interval). The ``select.poll`` object is kept across calls: ``multiprocessing.connection.wait``
 builds a selector per call, ~30 us against ~1.3 us, and the main process polls once per batch.
 Used by whoever reads results: the main process, or the pin thread when there is one. Does not
-know the protocol or what the messages mean.
+know the protocol: it turns what arrives into ``reference.messages`` events, in arrival order.
 
 A torn message is not a clean EOF (CPython's ``connection.py``): a worker killed mid-send leaves a
 partial message whose read fails with EOF; the pipe is dropped, and the worker's sentinel (ready
@@ -22,9 +22,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from reference import wire
-
-MSG = "msg"  # (MSG, worker, message)
-EXIT = "exit"  # (EXIT, worker): the worker process has ended
+from reference.messages import Arrived, Event, Exited, Result
 
 
 class Receiver:
@@ -34,7 +32,7 @@ class Receiver:
         self._conns: dict[Connection, int] = {c: w for w, c in enumerate(conns)}
         self._by_worker: dict[int, Connection] = dict(enumerate(conns))
         self._sentinels: dict[int, int] = {s: w for w, s in enumerate(sentinels)}
-        self.inbox: deque[tuple[Any, ...]] = deque()
+        self.inbox: deque[Event] = deque()
         self._poller = select.poll()
         self._by_fd: dict[int, Any] = {}  # registered fd -> its pipe, sentinel or extra object
         for obj in [*conns, *sentinels]:
@@ -68,7 +66,7 @@ class Receiver:
                 worker = self._sentinels.pop(obj)
                 self._unregister(obj)
                 self._drain(worker)
-                self.inbox.append((EXIT, worker))
+                self.inbox.append(Exited((worker,)))
             else:
                 woken.append(obj)
         return woken
@@ -82,7 +80,7 @@ class Receiver:
             del self._conns[conn]
             self._unregister(conn)
             return False
-        self.inbox.append((MSG, worker, message))
+        self.inbox.append(Arrived(worker, Result.from_wire(message)))
         return True
 
     def _drain(self, worker: int) -> None:

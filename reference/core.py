@@ -2,47 +2,60 @@
 
 Rules of this file (after h11's ``_state.py``):
 
-* Everything that decides *what the main process may do next* lives here: which task goes to which
-  worker, which result is handed out, when the epoch ends, what a worker's death means, the order
-  of shutdown. Nothing else in ``reference/`` makes a protocol decision.
-* This file does not know about processes, pipes, queues, threads, signals or clocks. It never
-  blocks and never sleeps. The IO shell (``reference/shell.py``) does the IO and tells the core
-  what happened; the core says what must happen next.
-* Every method is one action of ``spec/DataLoader.tla``, named by ``loaderspec.vocabulary.
-  CORE_METHOD`` (torch's name where torch has one), and every field is the spec variable of the
+* Everything that decides what the main process does next lives here: when a task is sent and
+  to which worker (the initial prefetch, the refill after a hand-out, the StopIteration guard),
+  which result is handed out, when the epoch ends, what a worker's death or a timeout means, and
+  the order of shutdown. Nothing else in ``reference/`` makes a protocol decision.
+* This file does not know processes, pipes, queues, threads, signals or clocks, and imports
+  nothing that does (not torch). It never blocks. ``reference/loop.py`` runs it: it asks
+  ``next_action()``, has its port (the IO shell, or the test model) do the IO, and takes the step.
+* Every action method is one action of ``spec/DataLoader.tla``, named by ``loaderspec.vocabulary.
+  CORE_METHOD`` (torch's name where torch has one), and every field the spec variable of the
   same name (torch's field names). A method whose action is not enabled raises
   ``ProtocolViolation(action, state)`` and leaves the state unchanged; the shell translates it
-  into torch's public exceptions.
+  into torch's public exceptions at one boundary. After each action ``last`` is the step taken,
+  with its parameters: the trace record is written from it.
 
 Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
 
-* Tasks are numbered by ``send_idx`` in sampler order. ``try_put_index`` sends task ``send_idx``
-  to the next active worker (round robin from ``worker_queue_idx``) while fewer than
-  ``prefetch_factor * num_workers`` tasks are outstanding (``PrefetchBound``).
-* ``task_info[idx] = [worker, buffered]`` for every task sent and not yet handed out or skipped;
+* The user's calls are requests (``ask``): a new iterator prefetches (``PREFETCH``), ``iter()``
+  again on persistent workers resumes (``RESUME``), ``next()`` asks for a batch (``NEXT``, which
+  becomes ``REFILL`` once a result is handed out), letting go shuts down (``SHUTDOWN``).
+* ``next_action()`` answers the first enabled action of the row ``NEXT_ACTIONS[request][phase]``
+  (once shutdown is decided and the user asks for it, of ``SHUTDOWN_ACTIONS[stage]``), as a
+  ``Step`` with its parameters, or None when the request is served. ``GUARDS`` holds each
+  action's enabling condition: the spec's guard, plus torch's policy of *when* it tries a put.
+* Events that are not spec actions: ``worker_ended(w)`` (a worker process ended; a death while
+  the iterator depends on it enables ``MainDetectWorkerFailure``) and ``sampler_ran_dry()``.
+* Tasks are numbered by ``send_idx`` in sampler order. torch tries ``prefetch_factor *
+  num_workers`` puts when an epoch starts and one after each hand-out or retirement; that is the
+  put budget (``_put_budget``), so at most ``max_tasks`` tasks are sent and not yet handed out
+  or retired (the reorder buffer stays bounded). A try that finds no eligible worker keeps its
+  budget for later (torch drops it). ``NothingLeft`` (the StopIteration guard) holds only once
+  the sampler ran dry or no worker is active; before that a put is due whatever the budget.
+* ``task_info[idx] = [worker, buffered]`` for every task sent and not yet handed out or retired;
   buffered results wait in ``_results`` until ``rcvd_idx`` reaches them (``in_order=True``), or
   are handed out as soon as they arrive (``in_order=False``).
-* ``next_action()`` is the query the shell asks in ``__next__``: it returns the one main-process
-  action that is enabled. Its answer depends on the state only, so the shell's loop is
-  ``while True: act = core.next_action(); ...``.
 * An ``IterableDataset`` worker that runs dry reports ``exhausted``; ``mark_worker_as_unavailable``
-  retires it; the tasks still queued to it are dropped by the worker (``WorkerSkipIndex``), and
-  ``skip_exhausted`` steps ``rcvd_idx`` over their slots, retiring them. A slot already handed
-  out (``in_order=False``) is stepped over the same way.
-* Fail-stop (docs/architecture.md): after ``detect_worker_failure`` or ``timeout`` the iterator is
-  ``FAILED`` and hands out nothing more; ``process_data`` raises if asked to.
+  retires it; the tasks still queued to it are dropped by the worker (``WorkerSkipIndex``) and
+  ``skip_exhausted`` steps ``rcvd_idx`` over their slots. A slot already handed out
+  (``in_order=False``) is stepped over the same way.
+* Fail-stop (docs/architecture.md): after ``detect_worker_failure`` or ``timeout`` the iterator
+  is ``FAILED`` (``failure`` says why) and hands out nothing more.
 * Persistent workers: ``resume_iteration`` starts epoch ``epoch + 1``; until every worker has
   acknowledged (``drain_resume``) results of the old epoch are dropped (``NoStaleEpochDelivery``).
-* Shutdown in the seeds' order, each step checked: ``set_pin_done``, ``join_pin_thread`` (with a
-  pin thread), ``set_workers_done``, then ``put_sentinel`` / ``join_worker`` / ``terminate_worker``
-  per worker. No sentinel goes out while the pin thread may still read (``PinThreadExitsFirst``).
+* Shutdown is the table ``SHUTDOWN_TRANSITIONS``, in the seeds' order: the pin thread first
+  (``set_pin_done``, ``join_pin_thread``), then ``set_workers_done``, a sentinel per worker, and a
+  join (or a terminate, then a join) per worker. No sentinel goes out while the pin thread may
+  still read (``PinThreadExitsFirst``).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from loaderspec.vocabulary import Action
 
@@ -56,7 +69,15 @@ class Kind(str, enum.Enum):
     RESUME = "resume"  # acknowledgement of a new epoch (persistent workers)
 
 
-class Phase(str, enum.Enum):
+class _State(enum.Enum):
+    """An enum of the core's own states. Members are singletons compared by identity, so they
+    hash by identity too: ``Enum.__hash__`` is a Python function, and these key the tables
+    ``next_action()`` reads on every step of every batch."""
+
+    __hash__ = object.__hash__
+
+
+class Phase(_State):
     """Where the iterator stands. Only RUNNING hands out batches."""
 
     RUNNING = "running"
@@ -66,13 +87,35 @@ class Phase(str, enum.Enum):
     DROPPED = "dropped"  # the user let go of the iterator (del, break, error in the loop)
 
 
-_A = Action
-_P = Phase
+class Request(_State):
+    """What the user asked of the iterator: the row ``next_action()`` answers from."""
 
-# Which iteration actions each phase enables, and the phase each leads to. The guards inside a
-# phase (the prefetch bound, which slot is buffered, who is exhausted) are in the methods; the
-# shutdown actions are ordered among themselves (see the methods) and allowed in every phase once
-# ``shutdown`` is decided. Read it as the state diagram:
+    PREFETCH = "prefetch"  # iter() made this iterator: fill the prefetch window
+    RESUME = "resume"  # iter() again on persistent workers: a new epoch, then PREFETCH
+    NEXT = "next"  # next(): hand out one result (then REFILL) or raise StopIteration
+    REFILL = "refill"  # the rest of next() after a hand-out: torch's _try_put_index
+    SHUTDOWN = "shutdown"  # the user let go (del, break, exit), or shutdown was decided
+
+
+class Stage(_State):
+    """How far the shutdown has come, in the seeds' order."""
+
+    OPEN = "open"  # no shutdown decided
+    PIN_RUNNING = "pin running"  # decided; the pin thread still reads
+    PIN_TOLD = "pin told"  # its done event is set; not joined yet
+    PIN_GONE = "pin gone"  # joined, or there is none: the workers may be told
+    WORKERS_TOLD = "workers told"  # workers_done_event is set: sentinels, joins, terminations
+
+
+_A, _P, _R, _S = Action, Phase, Request, Stage
+# The actions of every batch, as module names: ``Action.X`` is a descriptor call each time.
+_TRY_PUT, _GET, _PROCESS = _A.MAIN_TRY_PUT_INDEX, _A.MAIN_GET_DATA, _A.MAIN_PROCESS_DATA
+_DATA = Kind.DATA
+# Step(...) without NamedTuple's Python-level __new__ (half the cost), for the per-batch steps.
+_new_step = tuple.__new__
+
+# Which iteration actions each phase enables, and the phase each leads to. Read it as the state
+# diagram:
 #
 #   RUNNING --StopIteration--> ENDED --ResumeIteration--> RESUMING --last DrainResume--> RUNNING
 #   RUNNING --DropIterator--> DROPPED --ResumeIteration--> RESUMING      (persistent workers)
@@ -109,6 +152,69 @@ PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
 
 # Once shutdown is decided, the only iteration action left is repeating StopIteration.
 _AFTER_SHUTDOWN = {(_P.ENDED, _A.MAIN_STOP_ITERATION)}
+# The same table keyed by id(action) for the per-batch path (see _State: Action's hash is slow).
+_PHASE_TARGETS = {p: {id(a): t for a, t in row.items()} for p, row in PHASE_TRANSITIONS.items()}
+
+# The shutdown actions each stage enables, and the stage each leads to (the seeds' order):
+#
+#   OPEN --(shutdown decided)--> PIN_RUNNING --SetPinDone--> PIN_TOLD --JoinPinThread--> PIN_GONE
+#   OPEN --(decided, no pin thread)--> PIN_GONE --SetWorkersDone--> WORKERS_TOLD
+#   WORKERS_TOLD: PutSentinel per worker owed one, then JoinWorker (or TerminateWorker and
+#   JoinWorker) per worker.
+SHUTDOWN_TRANSITIONS: dict[Stage, dict[Action, Stage]] = {
+    _S.OPEN: {},
+    _S.PIN_RUNNING: {_A.MAIN_SET_PIN_DONE: _S.PIN_TOLD},
+    _S.PIN_TOLD: {_A.MAIN_JOIN_PIN_THREAD: _S.PIN_GONE},
+    _S.PIN_GONE: {_A.MAIN_SET_WORKERS_DONE: _S.WORKERS_TOLD},
+    _S.WORKERS_TOLD: {
+        _A.MAIN_PUT_SENTINEL: _S.WORKERS_TOLD,
+        _A.MAIN_TERMINATE_WORKER: _S.WORKERS_TOLD,
+        _A.MAIN_JOIN_WORKER: _S.WORKERS_TOLD,
+    },
+}
+
+# What the main process does next, by request and phase: the first action of the row whose guard
+# holds. A missing row means the request cannot be served in that phase (a violation); a row
+# with nothing enabled means the request is served. Fail-stop is the missing FAILED rows.
+NEXT_ACTIONS: dict[Request, dict[Phase, tuple[Action, ...]]] = {
+    _R.PREFETCH: {_P.RUNNING: (_A.MAIN_TRY_PUT_INDEX,)},
+    _R.RESUME: {
+        _P.RUNNING: (_A.MAIN_DROP_ITERATOR,),  # the last epoch was broken off
+        _P.ENDED: (_A.MAIN_RESUME_ITERATION,),
+        _P.DROPPED: (_A.MAIN_RESUME_ITERATION,),
+        _P.RESUMING: (_A.MAIN_DETECT_WORKER_FAILURE, _A.MAIN_DRAIN_RESUME),
+    },
+    _R.NEXT: {
+        _P.RUNNING: (
+            _A.MAIN_DETECT_WORKER_FAILURE,
+            _A.MAIN_TRY_PUT_INDEX,  # a due put first: retire, then sentinel, then put
+            _A.MAIN_MARK_WORKER_UNAVAILABLE,
+            _A.MAIN_PROCESS_DATA,
+            _A.MAIN_SKIP_EXHAUSTED,
+            _A.MAIN_GET_DATA,
+            _A.MAIN_STOP_ITERATION,
+        ),
+        _P.ENDED: (_A.MAIN_STOP_ITERATION,),
+    },
+    _R.REFILL: {_P.RUNNING: (_A.MAIN_TRY_PUT_INDEX,)},
+    _R.SHUTDOWN: {phase: (_A.MAIN_DROP_ITERATOR,) for phase in Phase},
+}
+# The action a request stands for, to name it in a violation.
+_REQUEST_ACTION: dict[Request, Action] = {
+    _R.PREFETCH: _A.MAIN_TRY_PUT_INDEX,
+    _R.RESUME: _A.MAIN_RESUME_ITERATION,
+    _R.NEXT: _A.MAIN_GET_DATA,
+    _R.REFILL: _A.MAIN_TRY_PUT_INDEX,
+    _R.SHUTDOWN: _A.MAIN_DROP_ITERATOR,
+}
+# Once shutdown is decided, a SHUTDOWN request is answered from the stage.
+SHUTDOWN_ACTIONS: dict[Stage, tuple[Action, ...]] = {
+    _S.OPEN: (),
+    _S.PIN_RUNNING: (_A.MAIN_SET_PIN_DONE,),
+    _S.PIN_TOLD: (_A.MAIN_JOIN_PIN_THREAD,),
+    _S.PIN_GONE: (_A.MAIN_SET_WORKERS_DONE,),
+    _S.WORKERS_TOLD: (_A.MAIN_PUT_SENTINEL, _A.MAIN_JOIN_WORKER),
+}
 
 
 class ProtocolViolation(Exception):
@@ -124,6 +230,24 @@ class ProtocolViolation(Exception):
         super().__init__(f"can't take {action.value} when {why}; state={state}")
 
 
+class Step(NamedTuple):
+    """One main-process action with its parameters: what ``next_action()`` answers, and what a
+    trace record says (``last``). ``worker``/``task``/``kind`` as in the trace record."""
+
+    action: Action
+    worker: int | None = None
+    task: int | None = None
+    kind: Kind | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a FAILED iterator failed: the action, and the dead workers it depended on."""
+
+    action: Action  # MAIN_DETECT_WORKER_FAILURE or MAIN_TIMEOUT
+    workers: tuple[int, ...] = ()
+
+
 @dataclass(frozen=True)
 class Delivery:
     """What ``process_data`` hands to the shell: one result, in its turn."""
@@ -134,36 +258,44 @@ class Delivery:
     payload: Any  # the batch, or the ExceptionWrapper to reraise
 
 
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """The constants of the protocol for one iterator (the spec's model constants)."""
+
+    num_workers: int
+    prefetch_factor: int
+    in_order: bool = True
+    persistent_workers: bool = False
+    iterable: bool = False  # an IterableDataset: workers may run dry
+    pin_memory: bool = False  # a pin-memory thread runs
+
+    def __post_init__(self) -> None:
+        if self.num_workers <= 0 or self.prefetch_factor <= 0:
+            raise ValueError("the protocol core needs num_workers > 0 and prefetch_factor > 0")
+
+
 class ProtocolCore:
     """The main process's protocol state and its transitions (one method per spec action)."""
 
-    def __init__(
-        self,
-        num_workers: int,
-        prefetch_factor: int,
-        *,
-        in_order: bool = True,
-        persistent_workers: bool = False,
-        iterable: bool = False,
-        pin_memory: bool = False,
-    ) -> None:
-        if num_workers <= 0 or prefetch_factor <= 0:
-            raise ValueError("the protocol core needs num_workers > 0 and prefetch_factor > 0")
-        self.num_workers = num_workers
-        self.prefetch_factor = prefetch_factor
-        self.in_order = in_order
-        self.persistent_workers = persistent_workers
-        self.iterable = iterable
-        self.pin_memory = pin_memory
-        self.max_tasks = prefetch_factor * num_workers
+    def __init__(self, config: ProtocolConfig) -> None:
+        self.config = config
+        self.num_workers = config.num_workers
+        self.in_order = config.in_order
+        self.persistent_workers = config.persistent_workers
+        self.iterable = config.iterable
+        self.pin_memory = config.pin_memory
+        self.max_tasks = config.prefetch_factor * config.num_workers
         self.epoch = 0
+        self.request = Request.PREFETCH
+        self.last: Step | None = None  # the step the last action took
+        self.failure: Failure | None = None
+        self.ended: set[int] = set()  # workers whose process has ended (worker_ended)
         # Shutdown state, across epochs.
         self.shutdown = False
-        self.pin_memory_thread_done_event = False
-        self.pin_thread_joined = not pin_memory  # no pin thread: nothing to wait for
-        self.workers_done_event = False
-        self.sentinel_sent = [False] * num_workers  # None put into the worker's index queue
-        self.worker_exited = [False] * num_workers  # joined or terminated
+        self.stage = Stage.OPEN
+        self.sentinel_sent = [False] * config.num_workers  # None put into its index queue
+        self.terminated = [False] * config.num_workers
+        self.joined = [False] * config.num_workers
         self._reset_epoch()
         self.phase = Phase.RUNNING
 
@@ -178,15 +310,16 @@ class ProtocolCore:
         self.workers_num_tasks = [0] * self.num_workers  # sent, not yet handed out
         self.worker_queue_idx = 0  # round-robin cursor
         self.resume_pending: set[int] = set()
-        self.delivered: list[int] = []  # task idxs handed out this epoch (for the properties)
-        self.retired: set[int] = set()  # tasks dropped because their worker ran dry
+        self.sampler_dry = False
+        self._put_budget = self.max_tasks  # puts torch tries before the next hand-out
         self._results: dict[int, tuple[Kind, Any]] = {}
         self._ready: int | None = None  # in_order=False: the result to hand out now
         self.exhausted_worker: int | None = None  # worker whose exhaustion awaits marking
         self.exhausted_task = -1
 
     def snapshot(self) -> dict[str, Any]:
-        """The main process's spec variables, as a trace record's ``state``."""
+        """The main process's spec variables, as a trace record's ``state``
+        (``loaderspec.vocabulary.MAIN_STATE_FIELDS``)."""
         return {
             "send_idx": self.send_idx,
             "rcvd_idx": self.rcvd_idx,
@@ -197,55 +330,75 @@ class ProtocolCore:
         }
 
     def _violation(self, action: Action, why: str) -> ProtocolViolation:
-        return ProtocolViolation(action, {"phase": self.phase.value, **self.snapshot()}, why)
+        state = {"phase": self.phase.value, "stage": self.stage.value, **self.snapshot()}
+        return ProtocolViolation(action, state, why)
 
     def _require(self, ok: bool, action: Action, why: str) -> None:
+        # (The per-batch methods test inline instead: a call and an f-string per check cost.)
         if not ok:
             raise self._violation(action, why)
 
     def _target(self, action: Action) -> Phase:
         """The phase ``action`` leads to from here (``PHASE_TRANSITIONS``), or a violation."""
-        target = PHASE_TRANSITIONS[self.phase].get(action)
-        self._require(target is not None, action, f"phase={self.phase.value}")
-        self._require(
-            not self.shutdown or (self.phase, action) in _AFTER_SHUTDOWN,
-            action,
-            "the iterator is shut down",
-        )
-        assert target is not None
+        target = _PHASE_TARGETS[self.phase].get(id(action))
+        if target is None:
+            raise self._violation(action, f"phase={self.phase.value}")
+        if self.shutdown and (self.phase, action) not in _AFTER_SHUTDOWN:
+            raise self._violation(action, "the iterator is shut down")
         return target
+
+    def _stage_target(self, action: Action) -> Stage:
+        """The stage ``action`` leads to (``SHUTDOWN_TRANSITIONS``), or a violation."""
+        target = SHUTDOWN_TRANSITIONS[self.stage].get(action)
+        if target is None:
+            raise self._violation(action, f"shutdown stage={self.stage.value}")
+        return target
+
+    def _decide_shutdown(self) -> None:
+        self.shutdown = True
+        self.stage = Stage.PIN_RUNNING if self.pin_memory else Stage.PIN_GONE
 
     @property
     def failed(self) -> bool:
         return self.phase is Phase.FAILED
 
-    def next_action(self) -> Action:
-        """The one main-process action ``__next__`` takes now (torch's ``_next_data`` loop).
+    # ------------------------------------------------------ requests and events -------------
+    def ask(self, request: Request) -> None:
+        """The user's call: ``next()`` (NEXT), ``iter()`` again (RESUME), letting go (SHUTDOWN)."""
+        self.request = request
+
+    def worker_ended(self, worker: int) -> None:
+        """Event: ``worker``'s process ended (found by its sentinel, or a torn message)."""
+        self.ended.add(worker)
+
+    def sampler_ran_dry(self) -> None:
+        """Event: the sampler raised StopIteration when asked for the next task's index."""
+        self.sampler_dry = True
+
+    def next_action(self) -> Step | None:
+        """The main-process action to take now for the current request, or None when it is served.
 
         Raises:
-            ProtocolViolation: the iterator failed, was dropped or shut down: nothing is enabled.
+            ProtocolViolation: the request cannot be served in this phase (a failed iterator is
+                asked for a batch, say); the state is unchanged.
         """
-        if self.phase is Phase.ENDED:
-            self._target(Action.MAIN_STOP_ITERATION)
-            return Action.MAIN_STOP_ITERATION
-        if self.phase is Phase.RESUMING:
-            self._target(Action.MAIN_DRAIN_RESUME)
-            return Action.MAIN_DRAIN_RESUME
-        self._target(Action.MAIN_GET_DATA)  # RUNNING and not shut down, or a violation
-        if self.exhausted_worker is not None:
-            return Action.MAIN_MARK_WORKER_UNAVAILABLE
-        if self._ready is not None:
-            return Action.MAIN_PROCESS_DATA
-        if self.rcvd_idx < self.send_idx:
-            info = self.task_info.get(self.rcvd_idx)
-            if info is None or (not info[1] and not self.workers_status[info[0]]):
-                return Action.MAIN_SKIP_EXHAUSTED
-            return Action.MAIN_PROCESS_DATA if info[1] else Action.MAIN_GET_DATA
-        return Action.MAIN_STOP_ITERATION
+        if self.request is Request.SHUTDOWN and self.shutdown:
+            row = _SHUTDOWN_GUARD_ROWS[self.stage]
+        else:
+            found = _GUARD_ROWS[self.request].get(self.phase)
+            if found is None:
+                why = f"{self.request.value} is asked in phase={self.phase.value}"
+                raise self._violation(_REQUEST_ACTION[self.request], why)
+            row = found
+        for guard in row:
+            step = guard(self)
+            if step is not None:
+                return step
+        return None
 
-    # ---------------------------------------------------------- dispatch --------------------
+    # ---------------------------------------------------------- queries ---------------------
     def next_worker(self) -> int | None:
-        """The worker ``try_put_index`` would send to now, or None (a pure query).
+        """The worker ``try_put_index`` would send to now, or None (the spec's ``NextWorker``).
 
         torch pulls an index first and drops it when no worker qualifies; asking first means an
         index is never pulled from the sampler without a worker to take it.
@@ -265,36 +418,99 @@ class ProtocolCore:
                 return w
         return None
 
+    def depends_on(self, worker: int) -> bool:
+        """Whether a death of ``worker`` is a failure now (the spec's ``DependsOnDead``).
+
+        Only an active worker of a running or resuming iterator: a retired worker's death waits
+        until a new epoch makes it active again (then it is reported).
+        """
+        return (
+            self.workers_status[worker]
+            and self.phase in (Phase.RUNNING, Phase.RESUMING)
+            and not self.shutdown
+        )
+
+    def dead_dependencies(self) -> list[int]:
+        """Workers that ended while the iterator depends on them, in order."""
+        return [w for w in sorted(self.ended) if self.depends_on(w)]
+
+    def nothing_left(self) -> bool:
+        """The spec's ``NothingLeft``: nothing pending, and no task can be sent any more."""
+        return self.rcvd_idx == self.send_idx and (self.sampler_dry or not any(self.workers_status))
+
+    def waits_for_data(self) -> bool:
+        """The spec's ``WaitsForData``: in order, for ``rcvd_idx``'s result (outstanding at an
+        active worker); with in_order=False, for any result while none is buffered; or the acks."""
+        if self.phase is Phase.RESUMING:
+            return True
+        if self.phase is not Phase.RUNNING:
+            return False
+        if self.in_order:
+            info = self.task_info.get(self.rcvd_idx)
+            return info is not None and not info[1] and self.workers_status[info[0]]
+        return self.tasks_outstanding > 0 and not any(b for _, b in self.task_info.values())
+
+    def _skippable(self) -> bool:
+        """The spec's ``Skippable(rcvd_idx)``: handed out already, or a retired worker's slot."""
+        if self.rcvd_idx >= self.send_idx:
+            return False
+        info = self.task_info.get(self.rcvd_idx)
+        return info is None or (not info[1] and not self.workers_status[info[0]])
+
+    def _next_result(self) -> int | None:
+        """The task whose result ``process_data`` hands out now, if one is buffered."""
+        if self._ready is not None:
+            return self._ready
+        return self.rcvd_idx if self.rcvd_idx in self._results else None
+
+    def needs_sentinel(self) -> list[int]:
+        """Workers still owed the None sentinel at shutdown."""
+        return [w for w in range(self.num_workers) if not self.sentinel_sent[w]]
+
+    def unjoined(self) -> list[int]:
+        """Workers not joined yet (their process may still run, or be unreaped)."""
+        return [w for w in range(self.num_workers) if not self.joined[w]]
+
+    @property
+    def waits_for_workers(self) -> bool:
+        """Whether shutdown gives workers the bounded join before terminating them: not after a
+        failure (the iterator is dead; the error is raised at once)."""
+        return self.failure is None
+
+    # ---------------------------------------------------------- dispatch --------------------
     def try_put_index(self, worker: int) -> int:
         """MainTryPutIndex: task ``send_idx`` goes to ``worker``; returns its idx."""
-        act = Action.MAIN_TRY_PUT_INDEX
+        act = _TRY_PUT
         self._target(act)
-        self._require(self.tasks_outstanding < self.max_tasks, act, "prefetch bound reached")
-        self._require(self.next_worker() == worker, act, f"worker {worker} is not next")
+        if self.sampler_dry:
+            raise self._violation(act, "the sampler ran dry")
+        if self.tasks_outstanding >= self.max_tasks:
+            raise self._violation(act, "prefetch bound reached")
+        if self.next_worker() != worker:
+            raise self._violation(act, f"worker {worker} is not next")
         idx = self.send_idx
         self.task_info[idx] = [worker, False]
         self.workers_num_tasks[worker] += 1
         self.tasks_outstanding += 1
         self.send_idx += 1
         self.worker_queue_idx = (worker + 1) % self.num_workers
+        self._put_budget = max(0, self._put_budget - 1)
+        self.last = _new_step(Step, (act, worker, idx, None))
         return idx
 
     # ----------------------------------------------------------- receive --------------------
     def get_data(self, worker: int, idx: int, kind: Kind, payload: Any = None) -> None:
         """MainGetData: one (idx, result) message of ``worker`` arrived."""
-        act = Action.MAIN_GET_DATA
+        act = _GET
         self._target(act)
-        self._require(self.tasks_outstanding > 0, act, "no task is outstanding")
         info = self.task_info.get(idx)
-        self._require(
-            info is not None and info[0] == worker and not info[1],
-            act,
-            f"task {idx} is not outstanding at worker {worker}",
-        )
-        self._require(kind is not Kind.RESUME, act, "a resume ack outside a resume")
-        self._require(kind is not Kind.EXHAUSTED or self.iterable, act, "exhausted map dataset")
+        if info is None or info[0] != worker or info[1]:
+            raise self._violation(act, f"task {idx} is not outstanding at worker {worker}")
+        if kind is not _DATA and (kind is Kind.RESUME or not (kind is Kind.ERROR or self.iterable)):
+            raise self._violation(act, f"a {kind.value!r} message is not a result here")
         self.tasks_outstanding -= 1
         info[1] = True
+        self.last = _new_step(Step, (act, worker, idx, kind))
         if kind is Kind.EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
@@ -308,16 +524,18 @@ class ProtocolCore:
 
         Drops the exhaustion's slot. Tasks still queued to the worker are dropped by it
         (WorkerSkipIndex); ``skip_exhausted`` retires their slots when ``rcvd_idx`` gets there.
-        Returns whether the shell must put the None sentinel now (not with persistent workers:
+        Returns whether the None sentinel goes to the worker now (not with persistent workers:
         they wait for the next epoch).
         """
         act = Action.MAIN_MARK_WORKER_UNAVAILABLE
         self._target(act)
         self._require(self.exhausted_worker == worker, act, f"worker {worker} did not run dry")
-        del self.task_info[self.exhausted_task]
-        self.retired.add(self.exhausted_task)
+        task = self.exhausted_task
+        del self.task_info[task]
         self.exhausted_worker = None
         self.workers_status[worker] = False
+        self._put_budget += 1  # torch tries a put after retiring a worker
+        self.last = Step(act, worker, task)
         if self.persistent_workers:
             return False
         self.sentinel_sent[worker] = True
@@ -325,71 +543,71 @@ class ProtocolCore:
 
     def process_data(self) -> Delivery:
         """MainProcessData: hand out the next result (rcvd_idx's, or any with in_order=False)."""
-        act = Action.MAIN_PROCESS_DATA
+        act = _PROCESS
         self._target(act)
-        if self._ready is not None:
-            idx = self._ready
-        else:
-            idx = self.rcvd_idx
-            info = self.task_info.get(idx)
-            self._require(info is not None and info[1], act, f"task {idx} is not buffered")
+        idx = self._next_result()
+        if idx is None:
+            raise self._violation(act, f"task {self.rcvd_idx} is not buffered")
         self._ready = None
         worker, _ = self.task_info.pop(idx)
         kind, payload = self._results.pop(idx)
         if idx == self.rcvd_idx:
             self.rcvd_idx += 1
         self.workers_num_tasks[worker] -= 1
-        self.delivered.append(idx)
+        self._put_budget += 1  # torch tries a put after each hand-out
+        if self.request is Request.NEXT:
+            self.request = Request.REFILL
+        self.last = _new_step(Step, (act, worker, idx, kind))
         return Delivery(idx, worker, kind, payload)
 
-    def skip_exhausted(self) -> None:
-        """MainSkipExhausted: step rcvd_idx over a retired or already handed-out slot."""
+    def skip_exhausted(self) -> int:
+        """MainSkipExhausted: step rcvd_idx over a retired or handed-out slot; returns the slot."""
         act = Action.MAIN_SKIP_EXHAUSTED
         self._target(act)
-        self._require(self.next_action() is act, act, "rcvd_idx's slot is live")
-        if self.task_info.pop(self.rcvd_idx, None) is not None:
+        self._require(self._skippable(), act, "rcvd_idx's slot is live")
+        task = self.rcvd_idx
+        if self.task_info.pop(task, None) is not None:
             # A retired worker's task: it will never answer, so it is no longer outstanding.
-            self.retired.add(self.rcvd_idx)
             self.tasks_outstanding -= 1
         self.rcvd_idx += 1
+        self.last = Step(act, None, task)
+        return task
 
     def stop_iteration(self) -> bool:
-        """MainStopIteration: nothing is left. Returns whether to shut down now."""
+        """MainStopIteration: nothing is left. Returns whether shutdown was decided now."""
         act = Action.MAIN_STOP_ITERATION
         target = self._target(act)
-        self._require(self.next_action() is act, act, "tasks are still pending")
+        self._require(self.phase is Phase.ENDED or self.nothing_left(), act, "tasks are pending")
+        decide = not self.persistent_workers and not self.shutdown
         self.phase = target
-        self.shutdown = not self.persistent_workers
-        return self.shutdown
+        if decide:
+            self._decide_shutdown()
+        self.last = Step(act)
+        return decide
 
     # ------------------------------------------------------------ faults --------------------
-    def depends_on(self, worker: int) -> bool:
-        """Whether a death of ``worker`` is a failure now (the spec's ``DependsOnDead``).
-
-        Only an active worker of a running or resuming iterator: a retired worker's death waits
-        until a new epoch makes it active again (then it is reported).
-        """
-        return (
-            self.workers_status[worker]
-            and self.phase in (Phase.RUNNING, Phase.RESUMING)
-            and not self.shutdown
-        )
-
-    def detect_worker_failure(self, workers: list[int]) -> None:
-        """MainDetectWorkerFailure: workers died that the iterator depends on. Fail-stop."""
+    def detect_worker_failure(self) -> Failure:
+        """MainDetectWorkerFailure: workers ended that the iterator depends on. Fail-stop."""
         act = Action.MAIN_DETECT_WORKER_FAILURE
         target = self._target(act)
-        self._require(
-            bool(workers) and all(self.depends_on(w) for w in workers), act, "no dependent death"
-        )
+        dead = self.dead_dependencies()
+        self._require(bool(dead), act, "no dependent worker ended")
         self.phase = target
-        self.shutdown = True
+        self.failure = Failure(act, tuple(dead))
+        self._decide_shutdown()
+        self.last = Step(act, dead[0])  # the spec reports one; the error names them all
+        return self.failure
 
-    def timeout(self) -> None:
-        """MainTimeout: nothing arrived within ``timeout`` seconds. Fail-stop."""
+    def timeout(self) -> Failure:
+        """MainTimeout: nothing arrived within ``timeout`` seconds while waiting. Fail-stop."""
         act = Action.MAIN_TIMEOUT
-        self.phase = self._target(act)
-        self.shutdown = True
+        target = self._target(act)
+        self._require(self.waits_for_data(), act, "the iterator waits for no result")
+        self.phase = target
+        self.failure = Failure(act)
+        self._decide_shutdown()
+        self.last = Step(act)
+        return self.failure
 
     def drop_iterator(self) -> bool:
         """MainDropIterator: the user let go (del, break, error in the loop, a new epoch).
@@ -400,10 +618,10 @@ class ProtocolCore:
         act = Action.MAIN_DROP_ITERATOR
         keep_workers = self.persistent_workers and self.phase is Phase.RUNNING
         self.phase = self._target(act)
-        if keep_workers:
-            return False
-        self.shutdown = True
-        return True
+        if not keep_workers:
+            self._decide_shutdown()
+        self.last = Step(act)
+        return not keep_workers
 
     # --------------------------------------------------- persistent epochs ------------------
     def resume_iteration(self) -> list[int]:
@@ -415,69 +633,172 @@ class ProtocolCore:
         self._reset_epoch()
         self.resume_pending = set(range(self.num_workers))
         self.phase = target
+        self.last = Step(act)
         return sorted(self.resume_pending)
 
     def drain_resume(self, worker: int, kind: Kind) -> bool:
         """MainDrainResume: a message during a resume. Old results are dropped (stale epoch).
 
-        Returns True when the result was a stale one that was dropped.
+        Returns True when the message was a stale result that was dropped. The last ack starts
+        the epoch: the request goes on as PREFETCH.
         """
         act = Action.MAIN_DRAIN_RESUME
         self._target(act)
-        if kind is not Kind.RESUME:
-            return True
-        self._require(worker in self.resume_pending, act, f"worker {worker} already resumed")
-        self.resume_pending.discard(worker)
-        if not self.resume_pending:
-            self.phase = Phase.RUNNING
-        return False
+        stale = kind is not Kind.RESUME
+        if not stale:
+            self._require(worker in self.resume_pending, act, f"worker {worker} already resumed")
+            self.resume_pending.discard(worker)
+            if not self.resume_pending:
+                self.phase = Phase.RUNNING
+                self.request = Request.PREFETCH
+        self.last = Step(act, worker, None, kind)
+        return stale
 
     # ---------------------------------------------------------- shutdown --------------------
     def set_pin_done(self) -> None:
         """MainSetPinDone: pin_memory_thread_done_event.set() and the wake-up put."""
         act = Action.MAIN_SET_PIN_DONE
-        self._require(self.shutdown, act, "no shutdown was decided")
-        self._require(self.pin_memory and not self.pin_memory_thread_done_event, act, "no pin")
-        self.pin_memory_thread_done_event = True
+        self.stage = self._stage_target(act)
+        self.last = Step(act)
 
     def join_pin_thread(self) -> None:
         """MainJoinPinThread: the pin thread has exited."""
         act = Action.MAIN_JOIN_PIN_THREAD
-        self._require(self.pin_memory_thread_done_event, act, "the pin thread was not told")
-        self.pin_thread_joined = True
+        self.stage = self._stage_target(act)
+        self.last = Step(act)
 
     def set_workers_done(self) -> None:
         """MainSetWorkersDone: workers_done_event.set(), after the pin thread is gone."""
         act = Action.MAIN_SET_WORKERS_DONE
-        self._require(self.shutdown, act, "no shutdown was decided")
-        self._require(self.pin_thread_joined, act, "the pin thread still reads")
-        self._require(not self.workers_done_event, act, "already set")
-        self.workers_done_event = True
-
-    def needs_sentinel(self) -> list[int]:
-        """Workers still owed the None sentinel at shutdown."""
-        return [w for w in range(self.num_workers) if not self.sentinel_sent[w]]
+        self.stage = self._stage_target(act)
+        self.last = Step(act)
 
     def put_sentinel(self, worker: int) -> None:
         """MainPutSentinel: None into one worker's index queue."""
         act = Action.MAIN_PUT_SENTINEL
-        self._require(self.workers_done_event and self.pin_thread_joined, act, "too early")
+        self._stage_target(act)
         self._require(worker in self.needs_sentinel(), act, f"worker {worker} has its sentinel")
         self.sentinel_sent[worker] = True
-
-    def join_worker(self, worker: int) -> None:
-        """MainJoinWorker: the worker has exited."""
-        act = Action.MAIN_JOIN_WORKER
-        self._require(
-            self.workers_done_event and all(self.sentinel_sent), act, "sentinels still to send"
-        )
-        self.worker_exited[worker] = True
+        self.last = Step(act, worker)
 
     def terminate_worker(self, worker: int) -> None:
-        """MainTerminateWorker: the bounded join ran out; the worker is killed."""
+        """MainTerminateWorker: the bounded join ran out; the worker was killed."""
         act = Action.MAIN_TERMINATE_WORKER
+        self._stage_target(act)
+        self._require(not self.needs_sentinel(), act, "sentinels still to send")
         self._require(
-            self.workers_done_event and all(self.sentinel_sent), act, "sentinels still to send"
+            not self.joined[worker] and not self.terminated[worker],
+            act,
+            f"worker {worker} already exited",
         )
-        self._require(not self.worker_exited[worker], act, f"worker {worker} already exited")
-        self.worker_exited[worker] = True
+        self.terminated[worker] = True
+        self.last = Step(act, worker)
+
+    def join_worker(self, worker: int) -> None:
+        """MainJoinWorker: the worker has exited and is reaped."""
+        act = Action.MAIN_JOIN_WORKER
+        self._stage_target(act)
+        self._require(not self.needs_sentinel(), act, "sentinels still to send")
+        self._require(not self.joined[worker], act, f"worker {worker} already joined")
+        self.joined[worker] = True
+        self.last = Step(act, worker)
+
+
+# Each action's enabling condition for next_action(): the Step to take, or None. The spec's
+# guard, plus torch's policy of when a put is tried (the put budget); the action methods check
+# the spec's guard again (a caller may take any enabled action, as the spec allows).
+def _try_put_guard(core: ProtocolCore) -> Step | None:
+    if core.sampler_dry or (core._put_budget <= 0 and core.rcvd_idx != core.send_idx):
+        return None
+    worker = core.next_worker()
+    return None if worker is None else _new_step(Step, (_TRY_PUT, worker, core.send_idx, None))
+
+
+def _detect_guard(core: ProtocolCore) -> Step | None:
+    dead = core.dead_dependencies() if core.ended else ()
+    return Step(Action.MAIN_DETECT_WORKER_FAILURE, dead[0]) if dead else None
+
+
+def _mark_guard(core: ProtocolCore) -> Step | None:
+    w = core.exhausted_worker
+    return None if w is None else Step(Action.MAIN_MARK_WORKER_UNAVAILABLE, w, core.exhausted_task)
+
+
+def _process_guard(core: ProtocolCore) -> Step | None:
+    idx = core._next_result()
+    if idx is None:
+        return None
+    return _new_step(Step, (_PROCESS, core.task_info[idx][0], idx, None))
+
+
+def _skip_guard(core: ProtocolCore) -> Step | None:
+    return Step(Action.MAIN_SKIP_EXHAUSTED, None, core.rcvd_idx) if core._skippable() else None
+
+
+_GET_STEP = Step(_GET)
+
+
+def _get_guard(core: ProtocolCore) -> Step | None:
+    return _GET_STEP if core.waits_for_data() else None
+
+
+def _stop_guard(core: ProtocolCore) -> Step | None:
+    ended = core.phase is Phase.ENDED
+    return Step(Action.MAIN_STOP_ITERATION) if ended or core.nothing_left() else None
+
+
+def _resume_guard(core: ProtocolCore) -> Step | None:
+    ok = core.persistent_workers and not core.shutdown
+    return Step(Action.MAIN_RESUME_ITERATION) if ok else None
+
+
+def _drop_guard(core: ProtocolCore) -> Step | None:
+    return None if core.shutdown else Step(Action.MAIN_DROP_ITERATOR)
+
+
+def _sentinel_guard(core: ProtocolCore) -> Step | None:
+    owed = core.needs_sentinel()
+    return Step(Action.MAIN_PUT_SENTINEL, owed[0]) if owed else None
+
+
+def _join_guard(core: ProtocolCore) -> Step | None:
+    # One step for all: the workers are joined together, each one's record when it is reaped.
+    ok = not core.needs_sentinel() and not all(core.joined)
+    return Step(Action.MAIN_JOIN_WORKER) if ok else None
+
+
+def _always(action: Action) -> Callable[[ProtocolCore], Step]:
+    """A guard that holds wherever its row is (the row's phase or stage is the whole guard)."""
+    step = Step(action)
+    return lambda _core: step
+
+
+GUARDS: dict[Action, Callable[[ProtocolCore], Step | None]] = {
+    _A.MAIN_TRY_PUT_INDEX: _try_put_guard,
+    _A.MAIN_DETECT_WORKER_FAILURE: _detect_guard,
+    _A.MAIN_MARK_WORKER_UNAVAILABLE: _mark_guard,
+    _A.MAIN_PROCESS_DATA: _process_guard,
+    _A.MAIN_SKIP_EXHAUSTED: _skip_guard,
+    _A.MAIN_GET_DATA: _get_guard,
+    _A.MAIN_STOP_ITERATION: _stop_guard,
+    _A.MAIN_RESUME_ITERATION: _resume_guard,
+    _A.MAIN_DRAIN_RESUME: _always(_A.MAIN_DRAIN_RESUME),
+    _A.MAIN_DROP_ITERATOR: _drop_guard,
+    _A.MAIN_SET_PIN_DONE: _always(_A.MAIN_SET_PIN_DONE),
+    _A.MAIN_JOIN_PIN_THREAD: _always(_A.MAIN_JOIN_PIN_THREAD),
+    _A.MAIN_SET_WORKERS_DONE: _always(_A.MAIN_SET_WORKERS_DONE),
+    _A.MAIN_PUT_SENTINEL: _sentinel_guard,
+    _A.MAIN_JOIN_WORKER: _join_guard,
+}
+# The rows with each action's guard in its place (what next_action() walks).
+_GUARD_ROWS = {
+    request: {phase: tuple(GUARDS[a] for a in row) for phase, row in rows.items()}
+    for request, rows in NEXT_ACTIONS.items()
+}
+_SHUTDOWN_GUARD_ROWS = {
+    stage: tuple(GUARDS[a] for a in row) for stage, row in SHUTDOWN_ACTIONS.items()
+}
+
+# The two main-process actions next_action() never answers: they are taken on what the world
+# reports (a wait that timed out, a worker killed at the end of the bounded join).
+REPORTED_ACTIONS = frozenset({_A.MAIN_TIMEOUT, _A.MAIN_TERMINATE_WORKER})

@@ -235,11 +235,11 @@ class DataLoader(Generic[T_co]):
             it = self._iterator
             # A failed iterator (worker death, timeout) or one shut down is not resumed: fresh
             # workers instead (docs/architecture.md, fail-stop).
-            if isinstance(it, MultiProcessingIter) and it._failure is None and not it._shutdown:
+            if isinstance(it, MultiProcessingIter) and it.resumable:
                 it._reset(self)
                 return it
             if isinstance(it, MultiProcessingIter):
-                it._shutdown_workers()
+                it.shut_down()
             self._iterator = self._get_iterator()
             return self._iterator
         return self._get_iterator()

@@ -1,22 +1,24 @@
-"""The IO shell: worker processes, pipes, the pin-memory thread, driven by ``ProtocolCore``.
+"""The IO shell: worker processes, pipes and the pin-memory thread: the port the core runs on.
 
 Owns every process, pipe, thread and clock of a multi-process iterator. Makes no protocol
-decision: it asks the core (``reference/core.py``) what to do, does it, and tells the core what
-happened; each core call is one spec action and, when tracing is on, one trace record.
+decision: ``reference/loop.py`` asks the core (``reference/core.py``) what to do and calls this
+iterator's port methods (``next_index``, ``send``, ``wait``, ``set_pin_done``, ``join_pin_thread``,
+``set_workers_done``, ``reap``, ``shut_down``) to do it; each core step is one spec action and,
+when tracing is on, one trace record, both made by ``loop.take``. Core exceptions become torch's
+public ones at one boundary (``_public_error``).
 
 Channels (why not torch's queues): one index pipe and one result pipe per worker. A pipe send is a
 syscall in the calling thread (no feeder thread to flush or to lose a message at exit), results
 carry tensors as bytes (``reference/wire.py``) instead of one shared-memory segment and one fd per
-tensor, and a single ``multiprocessing.connection.wait`` on the result pipes *and* the workers'
-sentinels wakes the reader on a result or a death alike: death is noticed in microseconds, not at
-torch's 5 s status check.
+tensor, and a single ``poll`` on the result pipes *and* the workers' sentinels wakes the reader on
+a result or a death alike: death is noticed in microseconds, not at torch's 5 s status check.
 
-Shutdown order (the seeds' NOTE, docs/architecture.md): pin thread first (done event, wake-up put,
-join), because it reads the result pipes the workers are about to close; then
-``workers_done_event``, a None sentinel per worker, one bounded join for all of them together, and
-terminate (SIGKILL) whatever is left, so a stuck worker costs at most ``_JOIN_S`` + a few ms. After
-a failure (fail-stop) the join is not waited for: the error is raised at once, and the killed
-workers are reaped on the next call, when the iterator goes, or before the next iterator starts.
+Shutdown IO (the order is the core's, docs/architecture.md): the pin thread is told under its
+lock and woken by a wake-up pipe, because it reads the result pipes the workers are about to
+close; the workers get one bounded join together (``_JOIN_S``), then whatever is left is
+terminated (SIGKILL), so a stuck worker costs at most ``_JOIN_S`` + a few ms. After a failure the
+join is not waited for: the error is raised at once, and the killed workers are reaped on the next
+call, when the iterator goes, or before the next iterator starts.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import threading
 import time
 import warnings
 import weakref
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +44,25 @@ from torch._utils import ExceptionWrapper
 from torch.utils.data import _DatasetKind
 from torch.utils.data._utils import pin_memory as torch_pin_memory
 
+from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
-from reference import tracing, wire
+from reference import loop, wire
 from reference.base import BaseIter
-from reference.channels import EXIT, MSG, Receiver
-from reference.core import Kind, ProtocolCore
-from reference.worker import RESUME, worker_loop
+from reference.channels import Receiver
+from reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
+from reference.messages import (
+    TRACE_ORDER_WAIT_S,
+    Arrived,
+    Event,
+    Exited,
+    IndexMessage,
+    Result,
+    Task,
+    TimedOut,
+    WorkerChannels,
+    WorkerConfig,
+)
+from reference.worker import worker_loop
 
 if TYPE_CHECKING:
     from reference.loader import DataLoader
@@ -75,8 +91,8 @@ def _shutdown_all_at_exit() -> None:
     """Shut down iterators still alive at interpreter exit (persistent workers, say)."""
     for it in list(_live_iters):
         with contextlib.suppress(Exception):
-            it._shutdown_workers()
-            it._reap_terminated(block=True)
+            it.shut_down()
+            it._reap_left(block=True)
 
 
 def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
@@ -96,7 +112,7 @@ def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
 
 def _pin_loop(
     receiver: Receiver,
-    data_queue: queue.Queue[tuple[Any, ...]],
+    data_queue: queue.Queue[Event],
     device_id: int,
     done_event: threading.Event,
     done_lock: threading.Lock,
@@ -108,7 +124,7 @@ def _pin_loop(
     Holds no reference to the iterator (so dropping the iterator shuts it down). Like torch's
     loop it looks at ``done_event`` before each get and each put, and does not put once it is
     set; the look and the step happen under ``done_lock``, which the main process holds while
-    it records and sets the event (MainSetPinDone), so no get or put comes after that record.
+    it takes MainSetPinDone and sets the event, so no get or put comes after that record.
     """
     torch.set_num_threads(1)
     torch.multiprocessing._set_thread_name("pt_data_pin")
@@ -121,42 +137,48 @@ def _pin_loop(
                 if done_event.is_set():
                     break
                 event = receiver.inbox.popleft()
-                if event[0] == MSG and tracing.ENABLED:
-                    tracing.emit(
-                        "PinGetResult", "Pin", worker=event[1], task=event[2][0], kind=event[2][1]
+                if type(event) is Arrived and tracewriter.ENABLED:
+                    r = event.result
+                    tracewriter.emit(
+                        Action.PIN_GET_RESULT, worker=event.worker, task=r.idx, kind=r.kind.value
                     )
-            if event[0] == MSG:
-                idx, kind, payload = event[2]
-                if kind == Kind.DATA.value and device is not None:
-                    try:
-                        payload = torch_pin_memory.pin_memory(payload, device)
-                    except Exception:
-                        payload = ExceptionWrapper(
-                            where=f"in pin memory thread for device {device_id}"
-                        )
-                        kind = Kind.ERROR.value
-                event = (MSG, event[1], idx, kind, payload)
+            if type(event) is Arrived:
+                event = Arrived(event.worker, _pinned(event.result, device, device_id))
             with done_lock:
                 if done_event.is_set():
                     break
-                if event[0] == MSG and tracing.ENABLED:
-                    tracing.emit("PinPutData", "Pin", worker=event[1], task=idx, kind=kind)
+                if type(event) is Arrived and tracewriter.ENABLED:
+                    r = event.result
+                    tracewriter.emit(
+                        Action.PIN_PUT_DATA, worker=event.worker, task=r.idx, kind=r.kind.value
+                    )
                 data_queue.put(event)
-    if tracing.ENABLED:
-        tracing.emit("PinExit", "Pin")
+    if tracewriter.ENABLED:
+        tracewriter.emit(Action.PIN_EXIT)
+
+
+def _pinned(result: Result, device: str | None, device_id: int) -> Result:
+    """``result`` with its batch in pinned memory (torch's ``pin_memory``), or its error."""
+    if result.kind is not Kind.DATA or device is None:
+        return result
+    try:
+        return result._replace(payload=torch_pin_memory.pin_memory(result.payload, device))
+    except Exception:
+        where = f"in pin memory thread for device {device_id}"
+        return Result(result.idx, Kind.ERROR, ExceptionWrapper(where=where))
 
 
 class MultiProcessingIter(BaseIter):
-    """torch's ``_MultiProcessingDataLoaderIter``, with the protocol in ``ProtocolCore``."""
+    """torch's ``_MultiProcessingDataLoaderIter``: the port ``reference.loop`` runs the core on."""
 
     def __init__(self, loader: DataLoader) -> None:
         # Workers a failed iterator terminated are reaped before anything new starts, so no
         # zombie outlives the next iterator and each iterator's trace records stay together.
         for it in list(_live_iters):
             if it._unreaped:
-                it._reap_terminated(block=True)
+                it._reap_left(block=True)
         super().__init__(loader)
-        self._shutdown = True  # until every resource below exists; see _shutdown_workers
+        self._shutdown = True  # until every resource below exists; see shut_down
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
         ctx = loader.multiprocessing_context or torch.multiprocessing
@@ -166,24 +188,38 @@ class MultiProcessingIter(BaseIter):
         use_pdeathsig = method in ("fork", "spawn") and (
             threading.current_thread() is threading.main_thread()
         )
-        self._core = ProtocolCore(
-            self._num_workers,
-            self._prefetch_factor,
+        self._config = ProtocolConfig(
+            num_workers=self._num_workers,
+            prefetch_factor=self._prefetch_factor,
             in_order=self._in_order,
             persistent_workers=self._persistent_workers,
             iterable=self._dataset_kind == _DatasetKind.Iterable,
             pin_memory=self._pin_memory,
         )
-        self._failure: str | None = None
-        self._dead: dict[int, int | None] = {}  # worker -> exit code, once its process ended
-        self._unreaped: list[int] = []  # terminated workers not yet joined
+        self._core = ProtocolCore(self._config)
+        self._failure: str | None = None  # the error a failed iterator raises at every next()
+        self._exit_codes: dict[int, int | None] = {}  # worker -> exit code, once it ended
+        self._killed: set[int] = set()  # workers we SIGKILLed
+        self._unreaped: list[int] = []  # killed workers not yet joined
         self._workers: list[Any] = []
         self._index_conns: list[Connection] = []
         result_conns: list[Connection] = []
         self._workers_done_event = ctx.Event()
         # Tracing only: orders a worker's look at the done event with the main process's set of
-        # it, so that their records' timestamps agree with what each saw (see _set_workers_done).
-        self._trace_order = ctx.Lock() if tracing.ENABLED else None
+        # it, so that their records' timestamps agree with what each saw (see set_workers_done).
+        self._trace_order = ctx.Lock() if tracewriter.ENABLED else None
+        worker_config = WorkerConfig(
+            dataset_kind=self._dataset_kind,
+            dataset=self._dataset,
+            auto_collation=self._auto_collation,
+            collate_fn=self._collate_fn,
+            drop_last=self._drop_last,
+            base_seed=self._base_seed,
+            worker_init_fn=loader.worker_init_fn,
+            num_workers=self._num_workers,
+            parent_pid=os.getpid(),
+            use_pdeathsig=use_pdeathsig,
+        )
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
         try:
@@ -197,27 +233,10 @@ class MultiProcessingIter(BaseIter):
                     raise
                 self._index_conns.append(index_w)
                 result_conns.append(result_r)
-                w = ctx.Process(
-                    target=worker_loop,
-                    args=(
-                        self._dataset_kind,
-                        self._dataset,
-                        index_r,
-                        result_w,
-                        self._workers_done_event,
-                        self._auto_collation,
-                        self._collate_fn,
-                        self._drop_last,
-                        self._base_seed,
-                        loader.worker_init_fn,
-                        i,
-                        self._num_workers,
-                        os.getpid(),
-                        use_pdeathsig,
-                        self._trace_order,
-                    ),
-                    daemon=True,
+                channels = WorkerChannels(
+                    index_r, result_w, self._workers_done_event, self._trace_order
                 )
+                w = ctx.Process(target=worker_loop, args=(worker_config, i, channels), daemon=True)
                 try:
                     w.start()
                 except (TypeError, AttributeError, pickle.PicklingError):
@@ -239,131 +258,122 @@ class MultiProcessingIter(BaseIter):
                 self._workers.append(w)
             self._receiver = Receiver(result_conns, [w.sentinel for w in self._workers])
             if self._pin_memory:
-                self._pin_memory_thread_done_event = threading.Event()
-                self._pin_done_lock = threading.Lock()
-                self._data_queue: queue.Queue[tuple[Any, ...]] = queue.Queue()
-                self._wakeup = ctx.Pipe(duplex=False)
-                self._pin_memory_thread = threading.Thread(
-                    target=_pin_loop,
-                    args=(
-                        self._receiver,
-                        self._data_queue,
-                        torch.accelerator.current_device_index()
-                        if torch.accelerator.is_available()
-                        else -1,
-                        self._pin_memory_thread_done_event,
-                        self._pin_done_lock,
-                        self._pin_memory_device,
-                        self._wakeup[0],
-                    ),
-                    daemon=True,
-                )
-                self._pin_memory_thread.start()
+                self._start_pin_thread(ctx)
         except BaseException as exc:
             self._shutdown = False
             self._receiver = Receiver(result_conns, [w.sentinel for w in self._workers])
-            self._shutdown_workers()
+            self.shut_down()
             if isinstance(exc, OSError) and exc.errno == errno.EMFILE:
                 raise RuntimeError(_FD_MESSAGE) from None
             raise
         self._shutdown = False
+        self._pids: list[int] = [w.pid for w in self._workers]  # kept: a reaped Process is closed
         _live_iters.add(self)
-        if tracing.ENABLED:
-            self._trace_config(loader)
+        if tracewriter.ENABLED:
+            self._trace_config()
         self._reset(loader, first_iter=True)
 
-    # ----------------------------------------------------------- tracing --------------------
-    def _trace(self, action: Action, **fields: Any) -> None:
-        tracing.emit(
-            action.value, "Main", epoch=self._core.epoch, state=self._core.snapshot(), **fields
+    def _start_pin_thread(self, ctx: Any) -> None:
+        self._pin_memory_thread_done_event = threading.Event()
+        self._pin_done_lock = threading.Lock()
+        self._data_queue: queue.Queue[Event] = queue.Queue()
+        self._wakeup = ctx.Pipe(duplex=False)
+        device_id = (
+            torch.accelerator.current_device_index() if torch.accelerator.is_available() else -1
+        )
+        self._pin_memory_thread = threading.Thread(
+            target=_pin_loop,
+            args=(
+                self._receiver,
+                self._data_queue,
+                device_id,
+                self._pin_memory_thread_done_event,
+                self._pin_done_lock,
+                self._pin_memory_device,
+                self._wakeup[0],
+            ),
+            daemon=True,
+        )
+        self._pin_memory_thread.start()
+
+    def _trace_config(self) -> None:
+        """The ``Config`` header (docs/contracts.md): the model constants this run follows."""
+        config = self._config
+        tracewriter.emit_config(
+            {
+                "num_workers": config.num_workers,
+                "prefetch_factor": config.prefetch_factor,
+                "in_order": config.in_order,
+                "persistent_workers": config.persistent_workers,
+                "pin_memory": self._pin_memory_thread is not None,
+                "iterable": config.iterable,
+                "num_tasks": None if config.iterable else len(self._index_sampler),
+                "timeout": float(self._timeout),
+                "worker_pids": self._pids,
+            }
         )
 
-    def _trace_config(self, loader: DataLoader) -> None:
-        """The ``Config`` header (docs/contracts.md): the model constants this run follows."""
-        iterable = self._dataset_kind == _DatasetKind.Iterable
-        tracing.emit(
-            "Config",
-            "Main",
-            epoch=0,
-            state={},
-            config={
-                "num_workers": self._num_workers,
-                "prefetch_factor": self._prefetch_factor,
-                "in_order": self._in_order,
-                "persistent_workers": self._persistent_workers,
-                "pin_memory": self._pin_memory_thread is not None,
-                "iterable": iterable,
-                "num_tasks": None if iterable else len(self._index_sampler),
-                "timeout": float(self._timeout),
-                "worker_pids": [w.pid for w in self._workers],
-            },
-        )
+    @property
+    def resumable(self) -> bool:
+        """Whether ``iter(loader)`` may start the next epoch on these (persistent) workers: not
+        after a failure or a shutdown (docs/architecture.md, fail-stop)."""
+        return not self._shutdown and self._core.failure is None
+
+    # -------------------------------------------------------- the boundary ------------------
+    def _public_error(self, exc: Exception) -> RuntimeError:
+        """torch's public exception for what the core raised (the one place they are made)."""
+        if isinstance(exc, loop.IteratorFailed):
+            self._failure = self._failure_message(exc.failure)
+        if self._failure is not None:  # fail-stop: every later next() raises the same error
+            return RuntimeError(self._failure)
+        return RuntimeError(f"DataLoader iterator: {exc}")
+
+    def _failure_message(self, failure: Failure) -> str:
+        if failure.action is Action.MAIN_TIMEOUT:
+            return f"DataLoader timed out after {self._timeout} seconds"
+        return _death_message([(self._pids[w], self._exit_codes[w]) for w in failure.workers])
 
     # ------------------------------------------------------------- epoch --------------------
     def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
         super()._reset(loader, first_iter)
-        core = self._core
-        if not first_iter:
-            if core.phase.value == "running":  # a break mid-epoch: persistent workers stay
-                core.drop_iterator()
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_DROP_ITERATOR)
-            workers = core.resume_iteration()
-            if tracing.ENABLED:  # the puts of the resume messages follow
-                self._trace(Action.MAIN_RESUME_ITERATION)
-            for w in workers:
-                self._send(w, RESUME)
-            # Each worker answers a resume after everything it was sent before: once every
-            # worker has answered, no result of the old epoch can still arrive.
-            while core.phase.value == "resuming":
-                event = self._get_event()
-                core.drain_resume(event[1], Kind(event[3]))  # old results are dropped
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_DRAIN_RESUME, worker=event[1], kind=event[3])
-        for _ in range(self._prefetch_factor * self._num_workers):
-            self._try_put_index()
+        try:
+            loop.start_epoch(self._core, self, resume=not first_iter)
+        except (loop.IteratorFailed, ProtocolViolation) as exc:
+            raise self._public_error(exc) from None
 
-    # ---------------------------------------------------------- dispatch --------------------
-    def _send(self, worker: int, message: Any) -> None:
+    def _next_data(self) -> Any:
+        if self._unreaped:
+            self._reap_left(block=False)
+        try:
+            delivery = loop.next_batch(self._core, self)
+        except (loop.IteratorFailed, ProtocolViolation) as exc:
+            raise self._public_error(exc) from None
+        if delivery.kind is Kind.ERROR:
+            delivery.payload.reraise()
+        return delivery.payload
+
+    # ------------------------------------------------------- port: dispatch -----------------
+    def next_index(self) -> Any:
+        return next(self._sampler_iter)  # StopIteration when the sampler ran dry
+
+    def send(self, worker: int, message: IndexMessage) -> None:
         if worker >= len(self._index_conns):
             return  # never started (construction failed)
+        if type(message) is Task:
+            message = message.to_wire()
         # A dead worker's pipe raises BrokenPipeError: its sentinel reports it on the next wait.
         with contextlib.suppress(OSError):
             wire.send(self._index_conns[worker], message)
 
-    def _try_put_index(self) -> bool:
-        """MainTryPutIndex if a worker may take a task and the sampler has one; True if sent."""
-        worker = self._core.next_worker()
-        if worker is None:
-            return False
-        try:
-            index = self._next_index()
-        except StopIteration:
-            return False
-        idx = self._core.try_put_index(worker)
-        if tracing.ENABLED:  # a put is logged before it happens
-            self._trace(Action.MAIN_TRY_PUT_INDEX, worker=worker, task=idx)
-        self._send(worker, (idx, index))
-        return True
-
-    # ----------------------------------------------------------- receive --------------------
-    def _get_event(self) -> tuple[Any, ...]:
-        """The next (MSG, worker, idx, kind, payload); raises on timeout or a worker's death."""
+    # -------------------------------------------------------- port: receive -----------------
+    def wait(self) -> Event:
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
-        while True:
-            self._check_dead()
-            event = self._next_raw_event(deadline)
-            if event is None:
-                self._core.timeout()
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_TIMEOUT)
-                self._fail(f"DataLoader timed out after {self._timeout} seconds")
-            if event[0] == EXIT:
-                self._on_exit(event[1])
-                continue
-            return event
+        event = self._next_event(deadline)
+        if type(event) is Exited:
+            return self._on_exit(event.workers)
+        return event
 
-    def _next_raw_event(self, deadline: float | None) -> tuple[Any, ...] | None:
+    def _next_event(self, deadline: float | None) -> Event:
         if self._pin_memory_thread is not None:
             while True:
                 wait_s = _PIN_POLL_S if deadline is None else deadline - time.monotonic()
@@ -373,195 +383,65 @@ class MultiProcessingIter(BaseIter):
                     if not self._pin_memory_thread.is_alive():
                         raise RuntimeError("Pin memory thread exited unexpectedly") from None
                     if deadline is not None and time.monotonic() >= deadline:
-                        return None
+                        return TimedOut(self._timeout)
         receiver = self._receiver
         while not receiver.inbox:
             wait_s = None if deadline is None else max(0.0, deadline - time.monotonic())
             receiver.poll(wait_s)
             if not receiver.inbox and deadline is not None and time.monotonic() >= deadline:
-                return None
-        event = receiver.inbox.popleft()
-        if event[0] == MSG:
-            return (MSG, event[1], *event[2])
-        return event
+                return TimedOut(self._timeout)
+        return receiver.inbox.popleft()
 
-    def _on_exit(self, worker: int) -> None:
-        """A worker process ended. Reap it now; whether that is a failure is the core's call."""
-        p = self._workers[worker]
-        p.join(timeout=_KILL_JOIN_S)  # it has ended: this returns at once and reaps it
-        self._dead[worker] = p.exitcode
-        for w, other in enumerate(self._workers):  # deaths seen together are reported together
-            if w not in self._dead and not other.is_alive():
-                self._dead[w] = other.exitcode
+    def _on_exit(self, workers: tuple[int, ...]) -> Exited:
+        """Workers' processes ended: reap them now and keep their exit codes; whether that is a
+        failure is the core's call. Others found ended too are reported together."""
+        ended = set(workers)
+        for w, p in enumerate(self._workers):
+            if w not in self._exit_codes and (w in ended or not p.is_alive()):
+                p.join(timeout=_KILL_JOIN_S)  # it has ended: this returns at once and reaps it
+                self._exit_codes[w] = p.exitcode
+                ended.add(w)
+        return Exited(tuple(sorted(ended)))
 
-    def _check_dead(self) -> None:
-        """Fail-stop if a worker the iterator depends on has died (now or since it was retired)."""
-        core = self._core
-        dead = [w for w in sorted(self._dead) if core.depends_on(w)]
-        if not dead:
+    # ------------------------------------------------------- port: shutdown -----------------
+    def set_pin_done(self, take_step: Callable[[], None]) -> None:
+        if self._pin_memory_thread is None or self._wakeup is None:
+            take_step()  # construction failed before the thread started
             return
-        core.detect_worker_failure(dead)
-        if tracing.ENABLED:
-            for w in dead:
-                self._trace(Action.MAIN_DETECT_WORKER_FAILURE, worker=w)
-        self._fail(_death_message([(self._workers[w].pid, self._dead[w]) for w in dead]))
+        with self._pin_done_lock:  # see _pin_loop
+            take_step()
+            self._pin_memory_thread_done_event.set()
+        self._wakeup[1].send_bytes(b"")  # the wake-up put: the thread waits on it
 
-    def _fail(self, message: str) -> None:
-        """Fail-stop: shut down now, and make every later next() raise the same error."""
-        self._failure = message
-        self._shutdown_workers()
-        raise RuntimeError(message)
+    def join_pin_thread(self) -> None:
+        if self._pin_memory_thread is not None:
+            self._pin_memory_thread.join()
 
-    def _reap_terminated(self, block: bool) -> None:
-        """MainJoinWorker for workers terminated after a failure (reaped without blocking the
-        error: the kernel needs tens of ms to tear a torch process down). ``block``: wait
-        (bounded, then SIGKILL) instead of only collecting those already gone."""
-        core = self._core
-        for w in list(self._unreaped):
-            p = self._workers[w]
-            p.join(timeout=_KILL_JOIN_S if block else 0)
-            if p.exitcode is None:
-                continue  # (block: only a process stuck in the kernel survives SIGKILL 1 s)
-            self._unreaped.remove(w)
-            if p.exitcode == -signal.SIGKILL:
-                # Logged now, when it is known that our kill (not the worker's own exit after
-                # its sentinel, a race at the deadline) ended it; a killed worker logs nothing.
-                core.terminate_worker(w)
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_TERMINATE_WORKER, worker=w)
-            core.join_worker(w)  # reaped: no zombie
-            if tracing.ENABLED:
-                self._trace(Action.MAIN_JOIN_WORKER, worker=w)
-            p.close()
-        if not self._unreaped:
-            _live_iters.discard(self)
-
-    # -------------------------------------------------------------- next --------------------
-    def _next_data(self) -> Any:
-        if self._failure is not None:
-            self._reap_terminated(block=False)
-            raise RuntimeError(self._failure)
-        core = self._core
-        while True:
-            action = core.next_action()
-            if action is Action.MAIN_SKIP_EXHAUSTED:
-                task = core.rcvd_idx
-                core.skip_exhausted()
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_SKIP_EXHAUSTED, task=task)
-            elif action is Action.MAIN_STOP_ITERATION:
-                if core.phase.value == "running" and self._try_put_index():
-                    continue  # a put skipped earlier (worker share full): the epoch goes on
-                shut_down = core.stop_iteration()
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_STOP_ITERATION)
-                if shut_down:
-                    self._shutdown_workers()
-                raise StopIteration
-            elif action is Action.MAIN_MARK_WORKER_UNAVAILABLE:
-                worker, task = core.exhausted_worker, core.exhausted_task
-                assert worker is not None  # next_action() said so
-                send_sentinel = core.mark_worker_as_unavailable(worker)
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_MARK_WORKER_UNAVAILABLE, worker=worker, task=task)
-                if send_sentinel:
-                    self._send(worker, None)
-                self._try_put_index()
-            elif action is Action.MAIN_PROCESS_DATA:
-                delivery = core.process_data()
-                if tracing.ENABLED:
-                    self._trace(
-                        Action.MAIN_PROCESS_DATA,
-                        worker=delivery.worker,
-                        task=delivery.idx,
-                        kind=delivery.kind.value,
-                    )
-                self._try_put_index()
-                if delivery.kind is Kind.ERROR:
-                    delivery.payload.reraise()
-                return delivery.payload
-            else:  # MAIN_GET_DATA
-                _, worker, idx, kind, payload = self._get_event()
-                core.get_data(worker, idx, Kind(kind), payload)
-                if tracing.ENABLED:  # a get is logged after it happened
-                    self._trace(Action.MAIN_GET_DATA, worker=worker, task=idx, kind=kind)
-
-    # ---------------------------------------------------------- shutdown --------------------
-    def _shutdown_workers(self) -> None:
-        """Shut down in the seeds' order; bounded; idempotent; leaves nothing behind."""
-        if self._shutdown:
-            return
-        self._shutdown = True
-        core = self._core
-        try:
-            while not core.shutdown:  # let go first (del, loader dropped, exit): MainDropIterator
-                core.drop_iterator()
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_DROP_ITERATOR)
-            if core.pin_memory:
-                core.set_pin_done()
-                if self._pin_memory_thread is not None and self._wakeup is not None:
-                    with self._pin_done_lock:  # see _pin_loop
-                        if tracing.ENABLED:
-                            self._trace(Action.MAIN_SET_PIN_DONE)
-                        self._pin_memory_thread_done_event.set()
-                    self._wakeup[1].send_bytes(b"")  # the wake-up put: the thread waits on it
-                    self._pin_memory_thread.join()
-                elif tracing.ENABLED:
-                    self._trace(Action.MAIN_SET_PIN_DONE)
-                core.join_pin_thread()
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_JOIN_PIN_THREAD)
-            core.set_workers_done()
-            self._set_workers_done()
-            for w in core.needs_sentinel():
-                core.put_sentinel(w)
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_PUT_SENTINEL, worker=w)
-                self._send(w, None)
-        finally:
-            if self._failure is None:
-                self._reap_workers(_JOIN_S)
-                self._reap_terminated(block=True)
-            else:
-                self._reap_workers(0.0)  # the iterator is dead: terminate, reap later
-                self._reap_terminated(block=False)
-            self._receiver.close()
-            for conn in self._index_conns:
-                conn.close()
-            if self._wakeup is not None:
-                for conn in self._wakeup:
-                    conn.close()
-
-    def _set_workers_done(self) -> None:
-        """MainSetWorkersDone. Traced, the record and the set happen under ``_trace_order``, as
-        a worker's timestamp and its look at the event do: a fetch that saw the event clear is
-        then logged before this record, a skip that saw it set after it. The wait is bounded: a
-        worker killed inside that short section must not stop the shutdown."""
+    def set_workers_done(self, take_step: Callable[[], None]) -> None:
+        """Traced, the step and the set happen under ``_trace_order``, as a worker's timestamp
+        and its look at the event do: a fetch that saw the event clear is then logged before this
+        record, a skip that saw it set after it. The wait is bounded: a worker killed inside that
+        short section must not stop the shutdown."""
         lock = self._trace_order
-        held = lock is not None and lock.acquire(timeout=tracing.ORDER_WAIT_S)
+        held = lock is not None and lock.acquire(timeout=TRACE_ORDER_WAIT_S)
         try:
-            if tracing.ENABLED:
-                self._trace(Action.MAIN_SET_WORKERS_DONE)
+            take_step()
             self._workers_done_event.set()
         finally:
             if held:
                 lock.release()
 
-    def _reap_workers(self, grace_s: float) -> None:
-        """One join bounded by ``grace_s`` for all workers, then terminate the stragglers (they
-        are reaped by ``_reap_terminated``)."""
-        core = self._core
-        pending = {p.sentinel: w for w, p in enumerate(self._workers)}
-        deadline = time.monotonic() + grace_s
+    def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
+        started = [w for w in workers if w < len(self._workers)]
+        pending = {self._workers[w].sentinel: w for w in started if w not in self._killed}
+        deadline = time.monotonic() + (_JOIN_S if grace else 0.0)
         while pending:
             left = max(0.0, deadline - time.monotonic())
             for sentinel in wait(list(pending), left):  # at least one pass: the already dead
                 w = pending.pop(sentinel)  # type: ignore[call-overload]
                 self._workers[w].join()
-                core.join_worker(w)
-                if tracing.ENABLED:
-                    self._trace(Action.MAIN_JOIN_WORKER, worker=w)
+                self._workers[w].close()
+                yield w, False
             if left == 0.0:
                 break
         for w in pending.values():
@@ -569,15 +449,54 @@ class MultiProcessingIter(BaseIter):
             # which would hide whether the worker was terminated or exited by itself, and a
             # dataset's own SIGTERM handler could keep a stuck worker alive.
             self._workers[w].kill()
+            self._killed.add(w)
             self._unreaped.append(w)
-        for w, p in enumerate(self._workers):
-            if w not in self._unreaped:
-                p.close()
+        for w in list(self._unreaped):
+            p = self._workers[w]
+            p.join(timeout=_KILL_JOIN_S if block else 0)
+            if p.exitcode is None:
+                continue  # (block: only a process stuck in the kernel survives SIGKILL 1 s)
+            self._unreaped.remove(w)
+            # Our kill (not the worker's own exit after its sentinel, a race at the deadline)
+            # ended it: known only now, so MainTerminateWorker is taken now.
+            killed = p.exitcode == -signal.SIGKILL
+            p.close()
+            yield w, killed
+        if not self._unreaped:
+            _live_iters.discard(self)
+
+    def _reap_left(self, block: bool) -> None:
+        """Reap workers a failed shutdown terminated (without blocking the error: the kernel
+        needs tens of ms to tear a torch process down). ``block``: wait for them (bounded)."""
+        loop.reap(self._core, self, grace=False, block=block)
+
+    def shut_down(self) -> None:
+        """Shut down (the core's steps, in the seeds' order); bounded; idempotent; leaves
+        nothing behind."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        try:
+            loop.shut_down(self._core, self)
+        except BaseException:
+            for w in self._core.unjoined():  # the protocol itself broke: no process may stay
+                if w < len(self._workers) and w not in self._killed:
+                    self._workers[w].kill()
+                    self._killed.add(w)
+                    self._unreaped.append(w)
+            raise
+        finally:
+            self._receiver.close()
+            for conn in self._index_conns:
+                conn.close()
+            if self._wakeup is not None:
+                for conn in self._wakeup:
+                    conn.close()
 
     def __del__(self) -> None:
         if sys.is_finalizing():
             return  # too late for IO; multiprocessing's own exit handler ends daemon workers
         if not getattr(self, "_shutdown", True):
-            self._shutdown_workers()
+            self.shut_down()
         if getattr(self, "_unreaped", None):
-            self._reap_terminated(block=True)
+            self._reap_left(block=True)

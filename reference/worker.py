@@ -2,9 +2,9 @@
 
 Owns what runs inside a worker: seeding (torch's, bit for bit), ``get_worker_info()`` (torch's own
 ``_worker_info``), ``worker_init_fn``, the fetch loop and exiting when the loader's process dies.
-Knows the message format of ``reference/shell.py`` and nothing of the main process's protocol
-state. Spec actions taken here: WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex,
-WorkerExit, WorkerWatchdogExit.
+Knows the messages (``reference/messages.py``) and nothing of the main process's protocol state.
+Spec actions taken here: WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex, WorkerExit,
+WorkerWatchdogExit.
 
 Parent death (``NoOrphanWorkers``): torch checks ``os.getppid()`` only between tasks, so a worker
 busy in ``__getitem__`` or blocked on a full queue outlives its parent. Here, on Linux,
@@ -31,25 +31,34 @@ from typing import Any
 
 import torch
 from torch._utils import ExceptionWrapper
+from torch.utils.data import _DatasetKind
 from torch.utils.data._utils import HAS_NUMPY, signal_handling
 from torch.utils.data._utils import worker as torch_worker
 
-from reference import tracing, wire
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
+from reference import wire
 from reference.core import Kind
+from reference.messages import (
+    RESUME,
+    SENTINEL,
+    TRACE_ORDER_WAIT_S,
+    Result,
+    Task,
+    WorkerChannels,
+    WorkerConfig,
+)
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _WATCHDOG_POLL_S = 0.05  # only where no pidfd exists: well inside the 0.5 s orphan budget
-
-RESUME = "resume"  # index-queue message: a new epoch begins (torch's _ResumeIteration)
-
 
 # Who this process is, for the watchdog's record (set by worker_loop; the epoch as it advances).
 _me: dict[str, int | None] = {"worker": None, "epoch": 0}
 
 
 def _exit_orphaned() -> None:
-    if tracing.ENABLED:  # the last record: no other thread of this worker logs after it
-        tracing.emit_last("WorkerWatchdogExit", "Worker", epoch=_me["epoch"], worker=_me["worker"])
+    if tracewriter.ENABLED:  # the last record: no other thread of this worker logs after it
+        tracewriter.emit_last(Action.WORKER_WATCHDOG_EXIT, epoch=_me["epoch"], worker=_me["worker"])
     os._exit(1)
 
 
@@ -96,29 +105,30 @@ def _seed(base_seed: int, worker_id: int) -> int:
     return seed
 
 
-def _send(conn: Connection, idx: int, kind: Kind, data: Any, worker_id: int) -> None:
+def _send(conn: Connection, result: Result, worker_id: int) -> None:
     """WorkerPut: one result message. An unpicklable result is sent as its error instead."""
     try:
-        wire.send(conn, (idx, kind.value, data))
+        wire.send(conn, result.to_wire())
     except (TypeError, AttributeError, pickle.PicklingError):
         # Nothing was written (wire.send checks before writing): send the error in its place,
         # so the main process raises it in turn instead of waiting for a batch that never comes.
         err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
         try:
-            wire.send(conn, (idx, Kind.ERROR.value, err))
+            wire.send(conn, Result(result.idx, Kind.ERROR, err).to_wire())
         except (TypeError, AttributeError, pickle.PicklingError):
             # Even the error's type cannot be pickled (a local class): keep its text only.
             err.exc_type = RuntimeError
-            wire.send(conn, (idx, Kind.ERROR.value, err))
+            wire.send(conn, Result(result.idx, Kind.ERROR, err).to_wire())
 
 
-def _look_at_done(done_event: Any, trace_order: Any) -> tuple[int | None, bool]:
+def _look_at_done(channels: WorkerChannels) -> tuple[int | None, bool]:
     """The time the index was taken (when tracing) and whether workers_done_event is set.
     Traced, both under the shell's ``trace_order`` lock, so that the timestamp and the look are
-    ordered with the main process's MainSetWorkersDone record and set (shell._set_workers_done)."""
-    if not tracing.ENABLED:
+    ordered with the main process's MainSetWorkersDone record and set (shell.set_workers_done)."""
+    done_event, trace_order = channels.done_event, channels.trace_order
+    if not tracewriter.ENABLED:
         return None, done_event.is_set()
-    held = trace_order is not None and trace_order.acquire(timeout=tracing.ORDER_WAIT_S)
+    held = trace_order is not None and trace_order.acquire(timeout=TRACE_ORDER_WAIT_S)
     try:
         return time.monotonic_ns(), done_event.is_set()
     finally:
@@ -126,47 +136,53 @@ def _look_at_done(done_event: Any, trace_order: Any) -> tuple[int | None, bool]:
             trace_order.release()
 
 
-def worker_loop(
-    dataset_kind: int,
-    dataset: Any,
-    index_conn: Connection,
-    result_conn: Connection,
-    done_event: Any,
-    auto_collation: bool,
-    collate_fn: Any,
-    drop_last: bool,
-    base_seed: int,
-    init_fn: Any,
-    worker_id: int,
-    num_workers: int,
-    parent_pid: int,
-    use_pdeathsig: bool,
-    trace_order: Any = None,
-) -> None:
+def _fetch(fetcher: Any, task: Task, worker_id: int, iterable: bool) -> Result:
+    """WorkerFetch: run torch's fetcher on the task's index; an exception is the result."""
+    try:
+        return Result(task.idx, Kind.DATA, fetcher.fetch(task.index))
+    except StopIteration:
+        if iterable:
+            return Result(task.idx, Kind.EXHAUSTED, None)
+        where = f"in DataLoader worker process {worker_id}"
+        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where))
+    except Exception:
+        where = f"in DataLoader worker process {worker_id}"
+        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where))
+
+
+def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) -> None:
     """The worker's life: seed, init, then fetch tasks until the None sentinel."""
     _me["worker"] = worker_id
-    tracing.configure_from_env()  # before the watchdog may need it
-    arm_parent_death(parent_pid, use_pdeathsig)
+    tracewriter.configure_from_env()  # before the watchdog may need it
+    arm_parent_death(config.parent_pid, config.use_pdeathsig)
+    index_conn, result_conn = channels.index, channels.result
     try:
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
-        seed = _seed(base_seed, worker_id)
+        seed = _seed(config.base_seed, worker_id)
         torch_worker._worker_info = torch_worker.WorkerInfo(
-            id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset
+            id=worker_id, num_workers=config.num_workers, seed=seed, dataset=config.dataset
         )
-        from torch.utils.data import _DatasetKind
+        iterable = config.dataset_kind == _DatasetKind.Iterable
+
+        def new_fetcher() -> Any:
+            return _DatasetKind.create_fetcher(
+                config.dataset_kind,
+                config.dataset,
+                config.auto_collation,
+                config.collate_fn,
+                config.drop_last,
+            )
 
         # As torch: an error in worker_init_fn or the fetcher's creation is the result of the
         # worker's first task (in its turn), not a crash.
         init_exception: ExceptionWrapper | None = None
         fetcher = None
         try:
-            if init_fn is not None:
-                init_fn(worker_id)
-            fetcher = _DatasetKind.create_fetcher(
-                dataset_kind, dataset, auto_collation, collate_fn, drop_last
-            )
+            if config.worker_init_fn is not None:
+                config.worker_init_fn(worker_id)
+            fetcher = new_fetcher()
         except Exception:
             init_exception = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
 
@@ -181,52 +197,40 @@ def worker_loop(
                 epoch += 1
                 _me["epoch"] = epoch
                 iteration_end = False
-                if tracing.ENABLED:
-                    tracing.emit("WorkerAckResume", "Worker", epoch=epoch, worker=worker_id)
-                wire.send(result_conn, (-1, Kind.RESUME.value, None))
-                fetcher = _DatasetKind.create_fetcher(
-                    dataset_kind, dataset, auto_collation, collate_fn, drop_last
-                )
+                if tracewriter.ENABLED:
+                    tracewriter.emit(Action.WORKER_ACK_RESUME, epoch=epoch, worker=worker_id)
+                wire.send(result_conn, Result(-1, Kind.RESUME, None).to_wire())
+                fetcher = new_fetcher()
                 continue
-            if r is None:
-                if tracing.ENABLED:
-                    tracing.emit("WorkerExit", "Worker", epoch=epoch, worker=worker_id)
+            if r is SENTINEL:
+                if tracewriter.ENABLED:
+                    tracewriter.emit(Action.WORKER_EXIT, epoch=epoch, worker=worker_id)
                 break
             # WorkerFetch happens now, when the index is taken (the spec takes it and fetches in
             # one step, enabled only before workers_done_event); it is logged after the fetch,
             # which decides its kind (docs/contracts.md).
-            idx, index = r
-            t_fetch, done = _look_at_done(done_event, trace_order)
+            task = Task(*r)
+            t_fetch, done = _look_at_done(channels)
             if done or iteration_end:
-                if tracing.ENABLED:
-                    tracing.emit(
-                        "WorkerSkipIndex", "Worker", epoch=epoch, worker=worker_id, task=idx
+                if tracewriter.ENABLED:
+                    tracewriter.emit(
+                        Action.WORKER_SKIP_INDEX, epoch=epoch, worker=worker_id, task=task.idx
                     )
                 continue
-            kind = Kind.DATA
             if init_exception is not None:
-                data: Any = init_exception
-                kind, init_exception = Kind.ERROR, None
+                result = Result(task.idx, Kind.ERROR, init_exception)
+                init_exception = None
             else:
-                try:
-                    data = fetcher.fetch(index)  # type: ignore[union-attr]
-                except StopIteration:
-                    if dataset_kind != _DatasetKind.Iterable:
-                        data, kind = (
-                            ExceptionWrapper(where=f"in DataLoader worker process {worker_id}"),
-                            Kind.ERROR,
-                        )
-                    else:
-                        data, kind, iteration_end = None, Kind.EXHAUSTED, True
-                except Exception:
-                    data = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
-                    kind = Kind.ERROR
-            if tracing.ENABLED:
-                fields = {"epoch": epoch, "worker": worker_id, "task": idx, "kind": kind.value}
-                tracing.emit("WorkerFetch", "Worker", t=t_fetch, **fields)
-                tracing.emit("WorkerPut", "Worker", **fields)  # a put is logged before it happens
-            _send(result_conn, idx, kind, data, worker_id)
-            del data, r, index
+                result = _fetch(fetcher, task, worker_id, iterable)
+                iteration_end = result.kind is Kind.EXHAUSTED
+            if tracewriter.ENABLED:
+                fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
+                kind = result.kind.value
+                tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, **fields)
+                # a put is logged before it happens
+                tracewriter.emit(Action.WORKER_PUT, kind=kind, **fields)
+            _send(result_conn, result, worker_id)
+            del result, r, task
     except KeyboardInterrupt:
         pass  # the main process handles ^C; a worker ends quietly
     finally:

@@ -1,8 +1,9 @@
 """docs/architecture.md's package graph is the graph of the real imports, and it has no cycle.
 
 Nodes are the top-level packages, with two leaves of ``loaderspec`` drawn on their own because
-everything else imports them: ``vocabulary`` (``loaderspec.vocabulary``, the names) and
-``fakeaccel`` (``loaderspec.fakeaccel``, the pinning backend). ``loaderspec`` is the rest: the
+everything else imports them: ``vocabulary`` (``loaderspec.vocabulary``, the names),
+``tracewriter`` (``loaderspec.tracewriter``, the one trace writer) and ``fakeaccel``
+(``loaderspec.fakeaccel``, the pinning backend). ``loaderspec`` is the rest: the
 tools (CLI, TLC runner, trace checker, spec scenarios, report).
 """
 
@@ -14,7 +15,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bench", "conformance", "faultinject", "loaderspec", "reference")
-LEAVES = {"loaderspec.vocabulary": "vocabulary", "loaderspec.fakeaccel": "fakeaccel"}
+LEAVES = {
+    "loaderspec.vocabulary": "vocabulary",
+    "loaderspec.tracewriter": "tracewriter",
+    "loaderspec.fakeaccel": "fakeaccel",
+}
 DOC = ROOT / "docs" / "architecture.md"
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import torch
 
+from loaderspec.vocabulary import CACHE_DIR_ENV
+
 NAME = "loaderspec_fakeaccel"
 SOURCE = "fakeaccel.cpp"
 
@@ -35,7 +37,7 @@ class BuildUnavailable(RuntimeError):
 
 def cache_root() -> Path:
     """Where built libraries are kept (see the module header)."""
-    if env := os.environ.get("LOADERSPEC_CACHE_DIR"):
+    if env := os.environ.get(CACHE_DIR_ENV):
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg) if xdg else Path.home() / ".cache"

@@ -1,23 +1,35 @@
-"""A simulated world for driving ``ProtocolCore`` with events: workers, FIFOs, faults, no processes.
+"""A simulated world for driving ``ProtocolCore``: workers, FIFOs, faults, no processes.
 
-The driver below mirrors ``reference/shell.py``'s loop (``_next_data``, ``_reset``, shutdown) but
-every IO step is a choice drawn by the caller (Hypothesis), so interleavings of worker steps and
-main steps, and faults (a worker killed or hung at any point, the timeout expiring during any
-wait), are explored. After every step the spec's
-invariants are checked in Python; a violation raises ``AssertionError`` naming the property.
+``World`` is a ``reference.loop.Port``: the loop the shell runs (``loop.start_epoch``,
+``loop.next_batch``, ``loop.shut_down``) runs here on a simulated world, where every IO step is a
+choice drawn by the caller (Hypothesis). So interleavings of worker steps and main steps, and
+faults (a worker killed or hung at any point, the timeout expiring during any wait), are explored
+with the shell's own loop, not a copy. The history the properties need (what was handed out,
+which tasks a worker's exhaustion retired) is kept here, from the world's side; after every step
+the spec's invariants are checked in Python, and a violation raises ``AssertionError`` naming the
+property.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from loaderspec.vocabulary import Action
-from reference.core import Kind, Phase, ProtocolCore, ProtocolViolation
-
-RESUME = "resume"
+from reference import loop
+from reference.core import Delivery, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
+from reference.messages import (
+    RESUME,
+    SENTINEL,
+    Arrived,
+    Event,
+    Exited,
+    IndexMessage,
+    Result,
+    Task,
+    TimedOut,
+)
 
 
 @dataclass
@@ -33,11 +45,21 @@ class Config:
     pin_memory: bool = False
     timeout: bool = False  # timeout > 0: any wait of the main process may expire
 
+    def protocol(self) -> ProtocolConfig:
+        return ProtocolConfig(
+            self.num_workers,
+            self.prefetch_factor,
+            in_order=self.in_order,
+            persistent_workers=self.persistent,
+            iterable=self.iterable,
+            pin_memory=self.pin_memory,
+        )
+
 
 @dataclass
 class SimWorker:
-    index_queue: deque[Any] = field(default_factory=deque)
-    result_queue: deque[tuple[int, Kind, Any]] = field(default_factory=deque)
+    index_queue: deque[IndexMessage] = field(default_factory=deque)
+    result_queue: deque[Result] = field(default_factory=deque)
     alive: bool = True
     exited: bool = False  # exited cleanly on its sentinel
     iteration_end: bool = False
@@ -47,32 +69,25 @@ class SimWorker:
     hung: bool = False  # stuck inside a fetch: takes no more steps (FaultHangWorker)
 
 
-class Failed(Exception):
-    """The simulated next() raised RuntimeError (worker death or timeout)."""
-
-
 class World:
     """Workers and queues around one core; ``choose(n)`` picks among n enabled steps."""
 
     def __init__(self, cfg: Config, choose: Callable[[int], int]) -> None:
         self.cfg = cfg
         self.choose = choose
-        self.core = ProtocolCore(
-            cfg.num_workers,
-            cfg.prefetch_factor,
-            in_order=cfg.in_order,
-            persistent_workers=cfg.persistent,
-            iterable=cfg.iterable,
-            pin_memory=cfg.pin_memory,
-        )
+        self.core = ProtocolCore(cfg.protocol())
         self.workers = [SimWorker() for _ in range(cfg.num_workers)]
-        self.sampler = iter(())
+        self.sampler: Iterator[Any] = iter(())
         self.kill_budget = 0
         self.hang_budget = 0
         self.killed_any = False
+        self.shut = False
         self.handed_out: list[tuple[int, int]] = []  # (epoch, idx) this epoch
+        self.assigned: dict[int, int] = {}  # task idx -> worker, this epoch
+        # (epoch, worker) -> the task a worker's shard ran dry at (a worker may still run dry in
+        # a broken-off epoch while the next one starts).
+        self.exhausted_at: dict[tuple[int, int], int] = {}
         self.in_flight: set[int] = set()  # task idxs sent and not yet answered or skipped
-        self.fetched: dict[int, int] = {}  # task idx -> times a worker fetched it this epoch
         self.new_sampler()
 
     # ------------------------------------------------------------------ the world ---------
@@ -111,27 +126,27 @@ class World:
             sw.epoch += 1
             sw.iteration_end = False
             sw.yielded = 0
-            sw.result_queue.append((-1, Kind.RESUME, None))
+            sw.result_queue.append(Result(-1, Kind.RESUME, None))
             return
-        if msg is None:
+        if msg is SENTINEL:
             sw.exited = True
             return
-        idx, index = msg
+        assert isinstance(msg, Task)
         if sw.iteration_end:
-            self.in_flight.discard(idx)  # WorkerSkipIndex
+            self.in_flight.discard(msg.idx)  # WorkerSkipIndex
             return
-        self.fetched[idx] = self.fetched.get(idx, 0) + 1
         if self.cfg.iterable:
             if sw.yielded < self.cfg.shards[w]:
                 sw.yielded += 1
-                sw.result_queue.append((idx, Kind.DATA, (sw.epoch, idx)))
+                sw.result_queue.append(Result(msg.idx, Kind.DATA, (sw.epoch, msg.idx)))
             else:
                 sw.iteration_end = True
-                sw.result_queue.append((idx, Kind.EXHAUSTED, None))
-        elif index in self.cfg.errors:
-            sw.result_queue.append((idx, Kind.ERROR, (sw.epoch, idx)))
+                self.exhausted_at[sw.epoch, w] = msg.idx
+                sw.result_queue.append(Result(msg.idx, Kind.EXHAUSTED, None))
+        elif msg.index in self.cfg.errors:
+            sw.result_queue.append(Result(msg.idx, Kind.ERROR, (sw.epoch, msg.idx)))
         else:
-            sw.result_queue.append((idx, Kind.DATA, (sw.epoch, idx)))
+            sw.result_queue.append(Result(msg.idx, Kind.DATA, (sw.epoch, msg.idx)))
 
     def events(self) -> list[tuple[str, int]]:
         """What the main process could read now: a result of some worker, or a death."""
@@ -147,34 +162,47 @@ class World:
 
     # ------------------------------------------------------------------ invariants --------
     def check(self) -> None:
-        core, cfg = self.core, self.cfg
+        core = self.core
         assert core.tasks_outstanding <= core.max_tasks, "PrefetchBound"
         assert len(self.in_flight) <= core.max_tasks, "PrefetchBound (in flight)"
         idxs = [i for _, i in self.handed_out]
         assert len(idxs) == len(set(idxs)), "NoDuplicateDelivery"
-        if cfg.in_order:
+        if self.cfg.in_order:
             assert idxs == sorted(idxs), "InOrderDelivery"
         assert all(e == core.epoch for e, _ in self.handed_out), "NoStaleEpochDelivery"
 
-    # ------------------------------------------------------------------ the main process --
-    def try_put_index(self) -> bool:
-        core = self.core
-        w = core.next_worker()
-        if w is None:
-            return False
-        index = next(self.sampler, StopIteration)
-        if index is StopIteration:
-            return False
-        idx = core.try_put_index(w)
-        self.in_flight.add(idx)
-        self.workers[w].index_queue.append((idx, index))
-        return True
+    def check_end_of_epoch(self) -> None:
+        """After StopIteration: NoSilentLoss and, without faults, ExactlyOnce."""
+        handed = {i for _, i in self.handed_out}
+        epoch = self.core.epoch
+        # Retired by IterableDataset exhaustion: the task its worker ran dry at, and every later
+        # task sent to that worker (the spec's assigned / exhausted_at).
+        retired = {
+            i
+            for i, w in self.assigned.items()
+            if (epoch, w) in self.exhausted_at and i >= self.exhausted_at[epoch, w]
+        }
+        sent = set(range(self.core.send_idx))
+        assert sent == handed | retired, "NoSilentLoss"
+        if not self.killed_any:
+            want = sum(self.cfg.shards) if self.cfg.iterable else self.cfg.num_tasks
+            assert len(handed) == want, "ExactlyOnce"
 
-    def get_event(self) -> tuple[int, int, Kind, Any]:
-        """Run world steps until the main process has something to read; handle deaths."""
-        core = self.core
+    # ------------------------------------------------------------------ the port ----------
+    def next_index(self) -> Any:
+        return next(self.sampler)
+
+    def send(self, worker: int, message: IndexMessage) -> None:
+        if isinstance(message, Task):
+            self.in_flight.add(message.idx)
+            self.assigned[message.idx] = worker
+        self.workers[worker].index_queue.append(message)
+        self.check()
+
+    def wait(self) -> Event:
+        """Run world steps until the main process has something to read."""
         while True:
-            self.fail_if_dead_dependency()  # the shell's _check_dead, before every wait
+            self.check()
             evs = self.events()
             steps = self.worker_steps()
             n = len(evs) + len(steps)
@@ -188,105 +216,63 @@ class World:
                 continue
             kind, w = evs[pick - len(steps)]
             if kind == "timeout":
-                core.timeout()
-                raise Failed(w)
+                return TimedOut(1.0)
             if kind == "death":
                 self.workers[w].death_seen = True
-                if core.depends_on(w):
-                    core.detect_worker_failure([w])
-                    raise Failed(w)
-                continue
-            idx, k, payload = self.workers[w].result_queue.popleft()
-            return w, idx, k, payload
+                return Exited((w,))
+            result = self.workers[w].result_queue.popleft()
+            self.in_flight.discard(result.idx)
+            return Arrived(w, result)
 
-    def fail_if_dead_dependency(self) -> None:
-        """A death seen earlier (of a then-retired worker) fails the iterator once it matters."""
-        core = self.core
-        dead = [w for w, sw in enumerate(self.workers) if sw.death_seen and core.depends_on(w)]
-        if dead:
-            core.detect_worker_failure(dead)
-            raise Failed(dead[0])
+    def set_pin_done(self, take_step: Callable[[], None]) -> None:
+        take_step()
 
-    def next(self) -> Any:
-        """One next(): the shell's _next_data. Returns a payload or raises StopIteration."""
-        core = self.core
-        self.fail_if_dead_dependency()
-        while True:
-            self.check()
-            action = core.next_action()
-            if action is Action.MAIN_SKIP_EXHAUSTED:
-                core.skip_exhausted()
-            elif action is Action.MAIN_STOP_ITERATION:
-                if core.phase is Phase.RUNNING and self.try_put_index():
-                    continue
-                # NoSilentLoss / ExactlyOnce: every task sent was handed out or retired.
-                sent = set(range(core.send_idx))
-                handed = {i for _, i in self.handed_out}
-                assert sent == handed | core.retired, "NoSilentLoss"
-                if not self.cfg.iterable and not self.killed_any:
-                    assert handed == set(range(self.cfg.num_tasks)), "ExactlyOnce"
-                if self.cfg.iterable and not self.killed_any:
-                    assert len(handed) == sum(self.cfg.shards), "ExactlyOnce"
-                if core.stop_iteration():
-                    self.shutdown()
-                raise StopIteration
-            elif action is Action.MAIN_MARK_WORKER_UNAVAILABLE:
-                w = core.exhausted_worker
-                assert w is not None
-                if core.mark_worker_as_unavailable(w):
-                    self.workers[w].index_queue.append(None)
-                self.try_put_index()
-            elif action is Action.MAIN_PROCESS_DATA:
-                d = core.process_data()
-                epoch, idx = d.payload
-                assert idx == d.idx
-                self.handed_out.append((epoch, d.idx))
-                self.check()
-                self.try_put_index()
-                return d
-            else:
-                w, idx, kind, payload = self.get_event()
-                core.get_data(w, idx, kind, payload)
-                self.in_flight.discard(idx)
+    def join_pin_thread(self) -> None:
+        pass
 
+    def set_workers_done(self, take_step: Callable[[], None]) -> None:
+        take_step()
+
+    def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
+        # Workers that are alive drain their queues (skipping tasks: done event) and exit; a hung
+        # one does not: the bounded join runs out and it is killed, then reaped.
+        for w in workers:
+            sw = self.workers[w]
+            yield w, sw.alive and sw.hung
+
+    def shut_down(self) -> None:
+        if self.shut:
+            return
+        self.shut = True
+        loop.shut_down(self.core, self)
+
+    # ------------------------------------------------------------------ the user ----------
     def start_epoch(self, first: bool) -> None:
-        core = self.core
         self.handed_out = []
         self.in_flight = set()
-        self.fetched = {}
+        self.assigned = {}
         self.new_sampler()
-        if not first:
-            if core.phase is Phase.RUNNING:
-                assert not core.drop_iterator()
-            for w in core.resume_iteration():
-                self.workers[w].index_queue.append(RESUME)
-            while core.phase is Phase.RESUMING:
-                w, _, kind, _ = self.get_event()
-                core.drain_resume(w, kind)
-        for _ in range(core.max_tasks):
-            self.try_put_index()
+        loop.start_epoch(self.core, self, resume=not first)
+        self.check()
 
-    def shutdown(self) -> None:
-        """The seeds' order, then check nothing can be handed out any more."""
+    def next(self) -> Delivery:
+        """One next(), by the shell's loop: a hand-out, or StopIteration (checked), or Failed."""
+        try:
+            delivery = loop.next_batch(self.core, self)
+        except StopIteration:
+            self.check_end_of_epoch()
+            raise
+        epoch, idx = delivery.payload
+        assert idx == delivery.idx
+        self.handed_out.append((epoch, delivery.idx))
+        self.check()
+        return delivery
+
+    def let_go(self) -> None:
+        """The user drops the iterator: shutdown, then nothing can be handed out any more."""
+        self.shut_down()
         core = self.core
-        if core.workers_done_event:
-            return  # already shut down (idempotent, like the shell's)
-        while not core.shutdown:
-            core.drop_iterator()
-        if core.pin_memory:
-            core.set_pin_done()
-            core.join_pin_thread()
-        core.set_workers_done()
-        for w in core.needs_sentinel():
-            core.put_sentinel(w)
-            self.workers[w].index_queue.append(None)
-        for w, sw in enumerate(self.workers):
-            # Workers that are alive drain their queues (skipping tasks: done event) and exit;
-            # a hung one does not: the bounded join runs out and it is terminated, then reaped.
-            if sw.alive and sw.hung and not core.worker_exited[w]:
-                core.terminate_worker(w)
-            core.join_worker(w)
-            assert core.worker_exited[w], "ShutdownCompletes"
+        assert all(core.joined), "ShutdownCompletes"
         try:
             core.process_data()
         except ProtocolViolation:

@@ -1,34 +1,78 @@
-"""The pure protocol core, driven by events only (no processes): units and Hypothesis runs.
+"""The pure protocol core, driven by events only (no processes): units, whole epochs, Hypothesis.
 
+Whole epochs run on ``refcore_model.World`` through ``reference.loop``, the loop the shell runs:
 Hypothesis draws a configuration, then every interleaving choice (which worker steps, which
 result the main process reads, whether and when a worker is killed or hangs, when the timeout
-expires, where an epoch is broken off); ``refcore_model.World`` checks the spec's invariants
-after each step.
+expires, where an epoch is broken off); the world checks the spec's invariants after each step.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from refcore_model import Config, Failed, World
+from refcore_model import Config, World
 
-from loaderspec.vocabulary import CORE_METHOD, Action
-from reference.core import PHASE_TRANSITIONS, Kind, Phase, ProtocolCore, ProtocolViolation
+from loaderspec import tracewriter
+from loaderspec.vocabulary import CORE_METHOD, MAIN_STATE_FIELDS, TRACE_FILE, Action
+from reference import loop
+from reference.core import (
+    GUARDS,
+    NEXT_ACTIONS,
+    PHASE_TRANSITIONS,
+    REPORTED_ACTIONS,
+    SHUTDOWN_ACTIONS,
+    SHUTDOWN_TRANSITIONS,
+    Failure,
+    Kind,
+    Phase,
+    ProtocolConfig,
+    ProtocolCore,
+    ProtocolViolation,
+    Request,
+    Stage,
+)
+
+REFERENCE = Path(__file__).resolve().parents[2] / "reference"
 
 
-def test_every_main_action_has_its_core_method():
-    for action, name in CORE_METHOD.items():
-        assert callable(getattr(ProtocolCore, name)), f"{action.value} -> {name}"
+def _core(num_workers: int = 1, prefetch_factor: int = 1, **kwargs) -> ProtocolCore:
+    return ProtocolCore(ProtocolConfig(num_workers, prefetch_factor, **kwargs))
 
 
-def test_try_put_index_round_robin_and_prefetch_bound():
-    core = ProtocolCore(2, 2)
+def _next(core: ProtocolCore) -> Action:
+    """What next() would do first now."""
+    core.ask(Request.NEXT)
+    step = core.next_action()
+    assert step is not None
+    return step.action
+
+
+# ----------------------------------------------------------------------- the tables ---------
+def test_every_row_action_has_a_guard_and_the_others_are_reported():
+    in_rows = {a for by_phase in NEXT_ACTIONS.values() for row in by_phase.values() for a in row}
+    in_rows |= {a for row in SHUTDOWN_ACTIONS.values() for a in row}
+    assert in_rows == set(GUARDS)
+    assert set(GUARDS) | REPORTED_ACTIONS == set(CORE_METHOD)
+    assert set(SHUTDOWN_ACTIONS) == set(SHUTDOWN_TRANSITIONS) == set(Stage)
+    for stage, row in SHUTDOWN_ACTIONS.items():
+        assert set(row) <= set(SHUTDOWN_TRANSITIONS[stage]), stage
+
+
+def test_a_fresh_iterator_prefetches_max_tasks_round_robin_then_is_served():
+    core = _core(2, 2)
     sent = []
-    while (w := core.next_worker()) is not None:
-        sent.append((core.try_put_index(w), w))
+    while (step := core.next_action()) is not None:
+        assert step.action is Action.MAIN_TRY_PUT_INDEX
+        sent.append((core.try_put_index(step.worker), step.worker))
     assert sent == [(0, 0), (1, 1), (2, 0), (3, 1)]
     assert core.tasks_outstanding == core.max_tasks == 4
     with pytest.raises(ProtocolViolation) as err:
@@ -38,20 +82,56 @@ def test_try_put_index_round_robin_and_prefetch_bound():
     assert err.value.state["send_idx"] == 4
 
 
+def test_a_hand_out_is_followed_by_one_refill_put():
+    core = _core(1, 2)
+    core.try_put_index(0)
+    core.try_put_index(0)
+    core.get_data(0, 0, Kind.DATA, "a")
+    assert _next(core) is Action.MAIN_PROCESS_DATA
+    assert core.process_data().payload == "a"
+    assert core.request is Request.REFILL
+    step = core.next_action()
+    assert step is not None
+    assert (step.action, step.worker, step.task) == (Action.MAIN_TRY_PUT_INDEX, 0, 2)
+    core.try_put_index(0)
+    assert core.next_action() is None  # next() is served: one put per hand-out
+
+
+def test_stop_iteration_waits_until_the_sampler_ran_dry():
+    core = _core(1, 1)
+    core.try_put_index(0)
+    core.get_data(0, 0, Kind.DATA, "a")
+    core.process_data()
+    core.ask(Request.NEXT)
+    step = core.next_action()
+    assert step is not None
+    assert step.action is Action.MAIN_TRY_PUT_INDEX  # NothingLeft needs a dry sampler
+    with pytest.raises(ProtocolViolation):
+        core.stop_iteration()
+    core.sampler_ran_dry()
+    assert _next(core) is Action.MAIN_STOP_ITERATION
+    assert core.stop_iteration() is True  # not persistent: shutdown is decided now
+    assert core.phase is Phase.ENDED
+    assert core.stage is Stage.PIN_GONE
+    assert _next(core) is Action.MAIN_STOP_ITERATION  # next() after the end: StopIteration
+    assert core.stop_iteration() is False  # decided already
+
+
 def test_in_order_buffers_out_of_order_results():
-    core = ProtocolCore(2, 1)
+    core = _core(2, 1)
     core.try_put_index(0)
     core.try_put_index(1)
     core.get_data(1, 1, Kind.DATA, "b")
-    assert core.next_action() is Action.MAIN_GET_DATA  # task 0 first
+    assert _next(core) is Action.MAIN_GET_DATA  # task 0 first
     assert core.task_info == {0: [0, False], 1: [1, True]}
     core.get_data(0, 0, Kind.DATA, "a")
     assert [core.process_data().payload, core.process_data().payload] == ["a", "b"]
-    assert core.next_action() is Action.MAIN_STOP_ITERATION
+    core.sampler_ran_dry()
+    assert _next(core) is Action.MAIN_STOP_ITERATION
 
 
 def test_out_of_order_hands_out_on_arrival_then_skips_the_slot():
-    core = ProtocolCore(2, 1, in_order=False)
+    core = _core(2, 1, in_order=False)
     core.try_put_index(0)
     core.try_put_index(1)
     core.get_data(1, 1, Kind.DATA, "b")
@@ -59,28 +139,30 @@ def test_out_of_order_hands_out_on_arrival_then_skips_the_slot():
     assert core.rcvd_idx == 0
     core.get_data(0, 0, Kind.DATA, "a")
     assert core.process_data().idx == 0
-    assert core.next_action() is Action.MAIN_SKIP_EXHAUSTED
-    core.skip_exhausted()
-    assert core.next_action() is Action.MAIN_STOP_ITERATION
+    core.sampler_ran_dry()
+    assert core.rcvd_idx == 1  # task 0 was rcvd_idx's: handed out in its turn
+    assert _next(core) is Action.MAIN_SKIP_EXHAUSTED
+    assert core.skip_exhausted() == 1  # handed out early: its slot is stepped over
+    assert _next(core) is Action.MAIN_STOP_ITERATION
 
 
 def test_exhausted_worker_is_retired_with_its_queued_tasks():
-    core = ProtocolCore(1, 2, iterable=True)
+    core = _core(1, 2, iterable=True)
     core.try_put_index(0)
     core.try_put_index(0)
     core.get_data(0, 0, Kind.EXHAUSTED)
-    assert core.next_action() is Action.MAIN_MARK_WORKER_UNAVAILABLE
+    assert _next(core) is Action.MAIN_MARK_WORKER_UNAVAILABLE
     assert core.mark_worker_as_unavailable(0) is True  # not persistent: send the sentinel
     assert core.next_worker() is None
-    core.skip_exhausted()  # slot 0 (dropped by the mark)
-    core.skip_exhausted()  # slot 1 (the worker skips it)
+    assert core.skip_exhausted() == 0  # slot 0 (dropped by the mark)
+    assert core.skip_exhausted() == 1  # slot 1 (the worker skips it)
     assert core.tasks_outstanding == 0
-    assert core.retired == {0, 1}
+    assert core.nothing_left()  # no active worker: no task can be sent any more
     assert core.stop_iteration() is True
 
 
 def test_exhausted_is_a_violation_for_map_datasets():
-    core = ProtocolCore(1, 1)
+    core = _core(1, 1)
     core.try_put_index(0)
     with pytest.raises(ProtocolViolation):
         core.get_data(0, 0, Kind.EXHAUSTED)
@@ -88,75 +170,310 @@ def test_exhausted_is_a_violation_for_map_datasets():
 
 
 def test_fail_stop_after_worker_death():
-    core = ProtocolCore(2, 1)
+    core = _core(2, 1)
     core.try_put_index(0)
     core.try_put_index(1)
     core.get_data(0, 0, Kind.DATA, "a")
-    core.detect_worker_failure([1])
+    core.worker_ended(1)
+    core.ask(Request.NEXT)
+    step = core.next_action()
+    assert step is not None
+    assert (step.action, step.worker) == (Action.MAIN_DETECT_WORKER_FAILURE, 1)
+    assert core.detect_worker_failure() == Failure(Action.MAIN_DETECT_WORKER_FAILURE, (1,))
     assert core.failed
     assert core.shutdown
+    assert not core.waits_for_workers  # terminate at once, the error is raised now
     with pytest.raises(ProtocolViolation):
         core.next_action()
     with pytest.raises(ProtocolViolation):
         core.process_data()
 
 
+def test_timeout_only_while_waiting_for_data():
+    core = _core(1, 1)
+    with pytest.raises(ProtocolViolation):
+        core.timeout()  # nothing outstanding: next() would not wait
+    core.try_put_index(0)
+    assert core.timeout() == Failure(Action.MAIN_TIMEOUT)
+    assert core.failed
+
+
 def test_death_of_a_retired_worker_is_reported_after_resume():
-    core = ProtocolCore(2, 1, persistent_workers=True, iterable=True)
+    core = _core(2, 1, persistent_workers=True, iterable=True)
     core.try_put_index(0)
     core.get_data(0, 0, Kind.EXHAUSTED)
     assert core.mark_worker_as_unavailable(0) is False  # persistent: no sentinel
-    assert not core.depends_on(0)
+    core.worker_ended(0)
+    assert core.dead_dependencies() == []  # retired: not a failure (yet)
+    core.ask(Request.RESUME)
+    assert core.next_action() == (Action.MAIN_DROP_ITERATOR, None, None, None)
     assert core.drop_iterator() is False  # a break mid-epoch keeps the workers
     assert core.resume_iteration() == [0, 1]
-    assert core.depends_on(0)
+    step = core.next_action()
+    assert step is not None
+    assert (step.action, step.worker) == (Action.MAIN_DETECT_WORKER_FAILURE, 0)
 
 
-def test_resume_drops_the_old_epochs_results():
-    core = ProtocolCore(1, 2, persistent_workers=True)
+def test_resume_drops_the_old_epochs_results_then_prefetches():
+    core = _core(1, 2, persistent_workers=True)
     core.try_put_index(0)
     core.try_put_index(0)
+    core.ask(Request.RESUME)
     core.drop_iterator()
     core.resume_iteration()
     assert core.drain_resume(0, Kind.DATA) is True  # stale: dropped
     assert core.phase is Phase.RESUMING
     assert core.drain_resume(0, Kind.RESUME) is False
     assert core.phase is Phase.RUNNING
-    assert core.epoch == 1
-    assert core.send_idx == 0
+    assert (core.epoch, core.send_idx) == (1, 0)
+    assert core.request is Request.PREFETCH
+    step = core.next_action()
+    assert step is not None
+    assert step.action is Action.MAIN_TRY_PUT_INDEX
 
 
 def test_shutdown_order_pin_thread_first():
-    core = ProtocolCore(2, 1, pin_memory=True)
+    core = _core(2, 1, pin_memory=True)
     with pytest.raises(ProtocolViolation):
         core.set_workers_done()  # no shutdown decided yet
+    core.ask(Request.SHUTDOWN)
+    assert core.next_action() == (Action.MAIN_DROP_ITERATOR, None, None, None)
     assert core.drop_iterator() is True
+    assert [a for a in SHUTDOWN_ACTIONS[core.stage]] == [Action.MAIN_SET_PIN_DONE]
     with pytest.raises(ProtocolViolation) as err:
         core.set_workers_done()  # PinThreadExitsFirst
-    assert "pin thread" in str(err.value)
-    core.set_pin_done()
-    with pytest.raises(ProtocolViolation):
-        core.put_sentinel(0)
-    core.join_pin_thread()
-    core.set_workers_done()
-    with pytest.raises(ProtocolViolation):
-        core.join_worker(0)  # sentinels first
-    for w in core.needs_sentinel():
-        core.put_sentinel(w)
+    assert "stage=pin running" in str(err.value)
+    taken = []
+    while (step := core.next_action()) is not None and step.action is not Action.MAIN_JOIN_WORKER:
+        if step.action is Action.MAIN_PUT_SENTINEL:
+            with pytest.raises(ProtocolViolation):
+                core.join_worker(0)  # sentinels first
+        getattr(core, CORE_METHOD[step.action])(*(() if step.worker is None else (step.worker,)))
+        taken.append((step.action.value, step.worker))
+    assert taken == [
+        ("MainSetPinDone", None),
+        ("MainJoinPinThread", None),
+        ("MainSetWorkersDone", None),
+        ("MainPutSentinel", 0),
+        ("MainPutSentinel", 1),
+    ]
     core.join_worker(0)
     core.terminate_worker(1)
     with pytest.raises(ProtocolViolation):
         core.terminate_worker(1)
+    core.join_worker(1)
+    assert core.next_action() is None  # shut down
 
 
 def test_violation_leaves_state_unchanged():
-    core = ProtocolCore(1, 1)
+    core = _core(1, 1)
     before = core.snapshot()
     with pytest.raises(ProtocolViolation):
         core.process_data()
     assert core.snapshot() == before
+    assert list(before) == list(MAIN_STATE_FIELDS)
 
 
+def _in_phase(phase: Phase) -> ProtocolCore:
+    core = _core(1, 1, persistent_workers=True, iterable=True)
+    if phase is Phase.ENDED:
+        core.try_put_index(0)
+        core.get_data(0, 0, Kind.EXHAUSTED)
+        core.mark_worker_as_unavailable(0)
+        core.skip_exhausted()
+        core.stop_iteration()
+    elif phase is Phase.DROPPED:
+        core.drop_iterator()
+    elif phase is Phase.RESUMING:
+        core.drop_iterator()
+        core.resume_iteration()
+    elif phase is Phase.FAILED:
+        core.worker_ended(0)
+        core.detect_worker_failure()
+    assert core.phase is phase
+    return core
+
+
+_CALLS = {
+    Action.MAIN_TRY_PUT_INDEX: lambda c: c.try_put_index(0),
+    Action.MAIN_GET_DATA: lambda c: c.get_data(0, 0, Kind.DATA),
+    Action.MAIN_PROCESS_DATA: lambda c: c.process_data(),
+    Action.MAIN_SKIP_EXHAUSTED: lambda c: c.skip_exhausted(),
+    Action.MAIN_MARK_WORKER_UNAVAILABLE: lambda c: c.mark_worker_as_unavailable(0),
+    Action.MAIN_STOP_ITERATION: lambda c: c.stop_iteration(),
+    Action.MAIN_DETECT_WORKER_FAILURE: lambda c: c.detect_worker_failure(),
+    Action.MAIN_TIMEOUT: lambda c: c.timeout(),
+    Action.MAIN_DROP_ITERATOR: lambda c: c.drop_iterator(),
+    Action.MAIN_RESUME_ITERATION: lambda c: c.resume_iteration(),
+    Action.MAIN_DRAIN_RESUME: lambda c: c.drain_resume(0, Kind.RESUME),
+}
+
+
+@pytest.mark.parametrize("phase", list(Phase))
+def test_actions_outside_the_phase_table_are_violations(phase):
+    for action, call in _CALLS.items():
+        if action in PHASE_TRANSITIONS[phase]:
+            continue
+        core = _in_phase(phase)
+        before = core.snapshot()
+        with pytest.raises(ProtocolViolation) as err:
+            call(core)
+        assert err.value.action is action
+        assert core.snapshot() == before
+        assert core.phase is phase
+
+
+@pytest.mark.parametrize("request_", list(Request))
+def test_a_request_with_no_row_for_the_phase_is_a_violation(request_):
+    for phase in Phase:
+        core = _in_phase(phase)
+        core.ask(request_)
+        if request_ is Request.SHUTDOWN and core.shutdown:
+            continue  # answered from the shutdown stage
+        if phase in NEXT_ACTIONS[request_]:
+            core.next_action()  # answers (a step, or None: served)
+            continue
+        with pytest.raises(ProtocolViolation) as err:
+            core.next_action()
+        assert f"{request_.value} is asked in phase={phase.value}" in str(err.value)
+
+
+# ------------------------------------------------------- whole epochs, through the loop ------
+def _first(n: int) -> int:
+    return 0
+
+
+def _last(n: int) -> int:
+    return n - 1
+
+
+def _drain(world: World) -> list[int]:
+    """next() until StopIteration (at most 100 times); the handed-out task idxs."""
+    got = []
+    for _ in range(100):
+        try:
+            got.append(world.next().idx)
+        except StopIteration:
+            return got
+    raise AssertionError("the epoch never ended")
+
+
+@pytest.mark.parametrize("choose", [_first, _last])
+def test_loop_runs_a_whole_map_epoch(choose):
+    world = World(Config(2, 2, True, False, False, num_tasks=7, errors=frozenset({3})), choose)
+    world.start_epoch(first=True)
+    assert _drain(world) == list(range(7))
+    core = world.core
+    assert core.shutdown  # StopIteration shut the workers down, through the same loop
+    world.let_go()
+
+
+@pytest.mark.parametrize("choose", [_first, _last])
+def test_loop_runs_a_whole_iterable_epoch_with_uneven_shards(choose):
+    world = World(Config(3, 2, False, False, True, 0, shards=(0, 4, 1)), choose)
+    world.start_epoch(first=True)
+    got = _drain(world)
+    assert len(got) == 5
+    assert world.core.workers_status == [False, False, False]
+    world.let_go()
+
+
+def test_loop_runs_persistent_epochs_broken_off_and_resumed():
+    world = World(Config(2, 1, True, True, False, num_tasks=4), _last)
+    world.start_epoch(first=True)
+    assert [world.next().idx for _ in range(2)] == [0, 1]  # then the user breaks off
+    world.start_epoch(first=False)
+    assert world.core.epoch == 1
+    assert _drain(world) == [0, 1, 2, 3]
+    assert not world.core.shutdown  # persistent: the workers wait for the next epoch
+    world.start_epoch(first=False)
+    assert _drain(world) == [0, 1, 2, 3]
+    world.let_go()
+
+
+def test_loop_fails_stop_when_a_worker_dies():
+    world = World(Config(2, 2, True, False, False, num_tasks=8), _first)
+    world.start_epoch(first=True)
+    world.kill(1)
+    with pytest.raises(loop.IteratorFailed) as err:
+        _drain(world)
+    assert err.value.failure == Failure(Action.MAIN_DETECT_WORKER_FAILURE, (1,))
+    assert world.core.stage is Stage.WORKERS_TOLD  # shut down before the error is raised
+    with pytest.raises(ProtocolViolation):
+        world.next()  # fail-stop: the shell turns this into the same RuntimeError
+    world.let_go()
+
+
+def test_loop_fails_stop_when_the_timeout_runs_out():
+    world = World(Config(1, 1, True, False, False, num_tasks=3, timeout=True), _last)
+    world.start_epoch(first=True)
+    world.hang(0)
+    with pytest.raises(loop.IteratorFailed) as err:
+        world.next()
+    assert err.value.failure == Failure(Action.MAIN_TIMEOUT)
+    assert world.core.terminated == [True]  # the hung worker was killed, then reaped
+    world.let_go()
+
+
+def test_take_writes_the_record_of_the_step_the_core_took(tmp_path):
+    core = _core(2, 1)
+    with tracewriter.trace_to(tmp_path):
+        idx = loop.take(core, Action.MAIN_TRY_PUT_INDEX, 0)
+        loop.take(core, Action.MAIN_GET_DATA, 0, idx, Kind.DATA, "a")
+        with pytest.raises(ProtocolViolation):
+            loop.take(core, Action.MAIN_GET_DATA, 1, idx, Kind.DATA, "a")  # nothing written
+    lines = (tmp_path / TRACE_FILE.format(pid=os.getpid())).read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    assert [(r["action"], r["worker"], r["task"], r.get("kind")) for r in records] == [
+        ("MainTryPutIndex", 0, 0, None),
+        ("MainGetData", 0, 0, "data"),
+    ]
+    assert records[-1]["state"] == core.snapshot()
+    assert records[-1]["actor"] == "Main"
+
+
+# ---------------------------------------------------------------- what the core is -----------
+@pytest.mark.parametrize("module", ["reference.core", "reference.loop", "reference.messages"])
+def test_the_pure_modules_do_not_import_torch(module):
+    code = f"import sys, {module}; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", f"import {module} imported torch"
+
+
+def _core_calls(path: Path) -> list[str]:
+    """Calls in ``path`` of a core method or query by name (``x.try_put_index(...)``)."""
+    names = set(CORE_METHOD.values()) | {"next_action", "ask", "worker_ended", "sampler_ran_dry"}
+    tree = ast.parse(path.read_text(), str(path))
+    return sorted(
+        f"{node.func.attr} (line {node.lineno})"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+        and not (isinstance(node.func.value, ast.Name) and node.func.value.id == "tracewriter")
+    )
+
+
+def test_the_shell_makes_no_protocol_decision():
+    """The shell never calls the core: ``reference.loop`` does, for it and for the test model."""
+    shell = REFERENCE / "shell.py"
+    assert _core_calls(shell) == []
+    text = shell.read_text()
+    for used in ("loop.start_epoch(", "loop.next_batch(", "loop.shut_down(", "loop.reap("):
+        assert used in text
+    model = Path(__file__).with_name("refcore_model.py").read_text()
+    for used in ("loop.start_epoch(", "loop.next_batch(", "loop.shut_down("):
+        assert used in model
+    assert "next_action" not in model
+
+
+def test_the_no_decision_check_finds_a_core_call(tmp_path):
+    bad = tmp_path / "shell.py"
+    bad.write_text("def f(self):\n    self._core.try_put_index(0)\n")
+    assert _core_calls(bad) == ["try_put_index (line 2)"]
+
+
+# ------------------------------------------------------------------- Hypothesis -------------
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
     nw = draw(st.integers(1, 3))
@@ -204,14 +521,14 @@ def test_interleavings_keep_the_spec_invariants(cfg, data, kills, hangs, epochs)
                 world.next()
         except StopIteration:
             pass
-        except Failed:
+        except loop.IteratorFailed:
             assert core.failed
             with pytest.raises(ProtocolViolation):  # fail-stop: nothing more is handed out
-                core.next_action()
-            world.shutdown()
+                world.next()
+            world.let_go()
             return
         world.check()
-    world.shutdown()
+    world.let_go()
 
 
 @settings(max_examples=150, deadline=None)
@@ -219,65 +536,11 @@ def test_interleavings_keep_the_spec_invariants(cfg, data, kills, hangs, epochs)
 def test_fault_free_epoch_hands_out_every_task_once(cfg, data):
     world = World(replace(cfg, timeout=False), lambda n: data.draw(st.integers(0, n - 1)))
     world.start_epoch(first=True)
-    got = []
-    for _ in range(100):
-        try:
-            got.append(world.next().idx)
-        except StopIteration:
-            break
-    else:
-        pytest.fail("the epoch never ended")
+    got = _drain(world)
     if not cfg.iterable:
         assert sorted(got) == list(range(cfg.num_tasks))
     else:
         assert len(got) == sum(cfg.shards)
     if cfg.in_order:
         assert got == sorted(got)
-
-
-def _in_phase(phase: Phase) -> ProtocolCore:
-    core = ProtocolCore(1, 1, persistent_workers=True, iterable=True)
-    if phase is Phase.ENDED:
-        core.try_put_index(0)
-        core.get_data(0, 0, Kind.EXHAUSTED)
-        core.mark_worker_as_unavailable(0)
-        core.skip_exhausted()
-        core.stop_iteration()
-    elif phase is Phase.DROPPED:
-        core.drop_iterator()
-    elif phase is Phase.RESUMING:
-        core.drop_iterator()
-        core.resume_iteration()
-    elif phase is Phase.FAILED:
-        core.detect_worker_failure([0])
-    assert core.phase is phase
-    return core
-
-
-_CALLS = {
-    Action.MAIN_TRY_PUT_INDEX: lambda c: c.try_put_index(0),
-    Action.MAIN_GET_DATA: lambda c: c.get_data(0, 0, Kind.DATA),
-    Action.MAIN_PROCESS_DATA: lambda c: c.process_data(),
-    Action.MAIN_SKIP_EXHAUSTED: lambda c: c.skip_exhausted(),
-    Action.MAIN_MARK_WORKER_UNAVAILABLE: lambda c: c.mark_worker_as_unavailable(0),
-    Action.MAIN_STOP_ITERATION: lambda c: c.stop_iteration(),
-    Action.MAIN_DETECT_WORKER_FAILURE: lambda c: c.detect_worker_failure([0]),
-    Action.MAIN_TIMEOUT: lambda c: c.timeout(),
-    Action.MAIN_DROP_ITERATOR: lambda c: c.drop_iterator(),
-    Action.MAIN_RESUME_ITERATION: lambda c: c.resume_iteration(),
-    Action.MAIN_DRAIN_RESUME: lambda c: c.drain_resume(0, Kind.RESUME),
-}
-
-
-@pytest.mark.parametrize("phase", list(Phase))
-def test_actions_outside_the_phase_table_are_violations(phase):
-    for action, call in _CALLS.items():
-        if action in PHASE_TRANSITIONS[phase]:
-            continue
-        core = _in_phase(phase)
-        before = core.snapshot()
-        with pytest.raises(ProtocolViolation) as err:
-            call(core)
-        assert err.value.action is action
-        assert core.snapshot() == before
-        assert core.phase is phase
+    world.let_go()

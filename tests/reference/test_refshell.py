@@ -36,7 +36,9 @@ from refshell_datasets import (
 )
 
 from faultinject import processes
-from reference import DataLoader, tracing
+from loaderspec import tracewriter
+from loaderspec.vocabulary import MAIN_STATE_FIELDS
+from reference import DataLoader
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
@@ -424,16 +426,27 @@ def test_pin_memory_without_accelerator_warns_like_torch():
 
 # --------------------------------------------------------------------- tracing ---------------
 def test_tracing_off_writes_nothing(tmp_path):
-    assert not tracing.ENABLED
-    list(DataLoader(Squares(4), batch_size=2, num_workers=2))
+    def run() -> None:
+        assert _values(DataLoader(Squares(4), batch_size=2, num_workers=2)) == [
+            [[0, 0], [1, 1]],
+            [[2, 4], [3, 9]],
+        ]
+
+    with tracewriter.trace_to(tmp_path):  # on, into tmp_path: every process writes there
+        run()
+    assert len(list(tmp_path.glob("trace-*.jsonl"))) == 3
+    for f in tmp_path.iterdir():
+        f.unlink()
+    assert not tracewriter.ENABLED  # off again (and the environment variable gone with it)
+    run()
     assert not list(tmp_path.iterdir())
 
 
 def test_trace_records_per_process_put_before_get(tmp_path):
-    with tracing.trace_to(tmp_path):
-        assert tracing.ENABLED
+    with tracewriter.trace_to(tmp_path):
+        assert tracewriter.ENABLED
         got = _values(DataLoader(Squares(6), batch_size=2, num_workers=2))
-    assert not tracing.ENABLED
+    assert not tracewriter.ENABLED
     assert len(got) == 3
     files = sorted(tmp_path.glob("trace-*.jsonl"))
     assert len(files) == 3  # the main process and two workers
@@ -447,14 +460,7 @@ def test_trace_records_per_process_put_before_get(tmp_path):
         {r["pid"] for r in records if r["actor"] == "Worker"}
     )
     main = [r for r in records if r["actor"] == "Main" and r["action"] != "Config"]
-    assert {
-        "send_idx",
-        "rcvd_idx",
-        "tasks_outstanding",
-        "workers_status",
-        "task_info",
-        "shutdown",
-    } <= main[0]["state"].keys()
+    assert list(main[0]["state"]) == list(MAIN_STATE_FIELDS)
     for task in range(3):
         order = [
             r["action"]
@@ -480,7 +486,7 @@ def test_worker_fetch_is_timed_when_the_index_arrives(tmp_path):
     """docs/contracts.md: WorkerFetch's ``t`` is taken when the index is received, before the
     fetch runs, though the record is written after it (it carries the kind)."""
     cost_s = 0.05
-    with tracing.trace_to(tmp_path):
+    with tracewriter.trace_to(tmp_path):
         got = _values(DataLoader(Slow(4, cost_s), batch_size=1, num_workers=2))
     assert got == [[[i]] for i in range(4)]
     records = [json.loads(x) for f in tmp_path.glob("*.jsonl") for x in f.read_text().splitlines()]
@@ -492,7 +498,7 @@ def test_worker_fetch_is_timed_when_the_index_arrives(tmp_path):
 
 def test_trace_of_a_stuck_shutdown_terminates_only_the_stuck_worker(tmp_path):
     hanging = multiprocessing.get_context("fork").Event()
-    with tracing.trace_to(tmp_path):
+    with tracewriter.trace_to(tmp_path):
         ds = Squares(16, hang_at=(3,), hanging=hanging)
         it = iter(DataLoader(ds, batch_size=1, num_workers=2, multiprocessing_context="fork"))
         next(it)
@@ -527,7 +533,7 @@ def test_forced_pin_thread_exits_before_workers_are_told(tmp_path, monkeypatch):
     threads = threading.active_count()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch's "no accelerator" warning
-        with tracing.trace_to(tmp_path):
+        with tracewriter.trace_to(tmp_path):
             got = _values(DataLoader(Squares(6), batch_size=2, num_workers=2, pin_memory=True))
     assert got == _values(tud.DataLoader(Squares(6), batch_size=2))
     assert threading.active_count() == threads

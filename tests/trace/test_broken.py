@@ -13,12 +13,10 @@ from collections.abc import Callable
 
 import pytest
 
+from faultinject.faults import SkewWorker
 from loaderspec import tracecheck
 from loaderspec.replay import Schedule, play
 from loaderspec.traces import Record, Run
-
-pytest.importorskip("reference.shell", reason="the reference loader is not there yet")
-from faultinject.faults import SkewWorker
 
 BROKEN = "trace_broken_loaders:"
 # 2 workers, prefetch 1, 6 tasks, in order: one set of constants for all but StaleEpoch.

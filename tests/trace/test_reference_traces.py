@@ -18,11 +18,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from faultinject.faults import Die, Hang, Raise, Sleep
 from loaderspec import tracecheck
 from loaderspec.replay import HANG_S, TIMEOUT_S, Schedule, play
-
-pytest.importorskip("reference.shell", reason="the reference loader is not there yet")
-from faultinject.faults import Die, Hang, Raise, Sleep
 
 RUNS = int(os.environ.get("LOADERSPEC_TRACE_RUNS", "100"))
 

@@ -10,8 +10,6 @@ import pytest
 from loaderspec import scenarios, tracecheck
 from loaderspec.stategraph import parse_dot, shortest_path_taking
 
-pytest.importorskip("reference.shell", reason="the reference loader is not there yet")
-
 DOT = r"""strict digraph DiskGraph {
 1 [label="/\\ x = 0\n/\\ q = <<[kind |-> \"task\", idx |-> 3]>>",style = filled]
 1 -> 2 [label="Inc",color="black",fontcolor="black"];

@@ -11,18 +11,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from loaderspec.vocabulary import Action
 from reference import shell
-from reference.core import Delivery, Kind, Phase, ProtocolCore
+from reference.core import Delivery, Kind, Phase, ProtocolCore, Request, Step
 from reference.loader import DataLoader
 from reference.shell import MultiProcessingIter
 
 
 class _PastPrefetchCore(ProtocolCore):
-    """One task more than prefetch_factor * num_workers may be outstanding."""
+    """One task more than prefetch_factor * num_workers may be outstanding (and is sent: the
+    prefetch fills the larger window)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_tasks += 1
+        self._put_budget = self.max_tasks
 
 
 class _ReorderCore(ProtocolCore):
@@ -40,16 +43,16 @@ class _DuplicateCore(ProtocolCore):
     _dup: Delivery | None = None
     _done = False
 
-    def next_action(self) -> Any:
-        if self._dup is not None:
-            from loaderspec.vocabulary import Action
-
-            return Action.MAIN_PROCESS_DATA
+    def next_action(self) -> Step | None:
+        if self._dup is not None and self.request is Request.NEXT:
+            return Step(Action.MAIN_PROCESS_DATA)
         return super().next_action()
 
     def process_data(self) -> Delivery:
         if self._dup is not None:
             dup, self._dup = self._dup, None
+            self.request = Request.REFILL
+            self.last = Step(Action.MAIN_PROCESS_DATA, dup.worker, dup.idx, dup.kind)
             return dup
         delivery = super().process_data()
         if not self._done:
@@ -63,12 +66,6 @@ class _SkipSentinelCore(ProtocolCore):
     def needs_sentinel(self) -> list[int]:
         return [w for w in super().needs_sentinel() if w != self.num_workers - 1]
 
-    def join_worker(self, worker: int) -> None:
-        self.worker_exited[worker] = True
-
-    def terminate_worker(self, worker: int) -> None:
-        self.worker_exited[worker] = True
-
 
 class _StaleEpochCore(ProtocolCore):
     """Persistent workers: a new epoch starts without waiting for the resume acks, so results
@@ -78,18 +75,19 @@ class _StaleEpochCore(ProtocolCore):
         workers = super().resume_iteration()
         self.resume_pending = set()
         self.phase = Phase.RUNNING
+        self.request = Request.PREFETCH
         return workers
 
     def get_data(self, worker: int, idx: int, kind: Kind, payload: Any = None) -> None:
-        if kind is Kind.RESUME:
-            return  # an ack nobody waits for
         info = self.task_info.get(idx)
-        if info is None or info[0] != worker or info[1]:
-            return  # a stale result that matches no task: dropped
+        if kind is Kind.RESUME or info is None or info[0] != worker or info[1]:
+            # An ack nobody waits for, or a stale result that matches no task: dropped.
+            self.last = Step(Action.MAIN_GET_DATA, worker, idx, kind)
+            return
         super().get_data(worker, idx, kind, payload)
 
 
-def _iterator(core_cls: type[ProtocolCore], extra_put: bool = False) -> type[MultiProcessingIter]:
+def _iterator(core_cls: type[ProtocolCore]) -> type[MultiProcessingIter]:
     class BrokenIter(MultiProcessingIter):
         def __init__(self, loader: Any) -> None:
             shell.ProtocolCore = core_cls  # type: ignore[misc]
@@ -97,11 +95,6 @@ def _iterator(core_cls: type[ProtocolCore], extra_put: bool = False) -> type[Mul
                 super().__init__(loader)
             finally:
                 shell.ProtocolCore = ProtocolCore  # type: ignore[misc]
-
-        def _reset(self, loader: Any, first_iter: bool = False) -> None:
-            super()._reset(loader, first_iter)
-            if extra_put:
-                self._try_put_index()  # one put more than the prefetch fill
 
     return BrokenIter
 
@@ -113,7 +106,7 @@ def _loader(name: str, it: type[MultiProcessingIter]) -> type[DataLoader]:
     return type(name, (DataLoader,), {"_get_iterator": _get_iterator})
 
 
-PastPrefetch = _loader("PastPrefetch", _iterator(_PastPrefetchCore, extra_put=True))
+PastPrefetch = _loader("PastPrefetch", _iterator(_PastPrefetchCore))
 Reorder = _loader("Reorder", _iterator(_ReorderCore))
 Duplicate = _loader("Duplicate", _iterator(_DuplicateCore))
 SkipSentinel = _loader("SkipSentinel", _iterator(_SkipSentinelCore))

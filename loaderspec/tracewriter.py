@@ -1,0 +1,242 @@
+"""The one trace writer: JSON-lines records of spec actions, one file per process.
+
+Owns turning tracing on and off (``LOADERSPEC_TRACE_DIR``, ``trace_to(dir)``, ``configure``) and
+writing the three record types of ``loaderspec.vocabulary.RECORD_FIELDS`` to
+``DIR/trace-<pid>.jsonl`` (format: docs/architecture.md "Trace records", docs/contracts.md). The
+reference loader writes its Main, Worker and Pin records through it, faultinject its ``Fault*``
+records. Does not know the protocol: callers pass the ``Action``, its fields and the post-state;
+the actor is the action's (``Action.actor``), so the two cannot disagree.
+
+Must not import torch, the reference loader or faultinject: it runs inside any loader's workers.
+
+Free when off: callers test the module-level ``ENABLED`` flag before building a record
+(``if tracewriter.ENABLED: tracewriter.emit(...)``); ``emit`` itself also returns at once when off.
+
+Each record is one ``os.write`` on an ``O_APPEND`` descriptor, so a process killed mid-run loses
+no record it has written and lines never interleave. Timestamps are ``time.monotonic_ns()``
+(system-wide on Linux), so the files of different processes merge by ``t``.
+
+Fault records follow the environment variable at the moment of the fault, not ``configure``: a
+fault may be injected by a harness process or a foreign loader's worker that never configured
+tracing. They open, append and close (a fault is rare, and a descriptor kept open would count as
+a leak in the harness's accounting).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from loaderspec.vocabulary import (
+    CONFIG_ACTION,
+    OPTIONAL_FIELDS,
+    RECORD_FIELDS,
+    TRACE_DIR_ENV,
+    TRACE_FILE,
+    Action,
+    Actor,
+    RecordType,
+)
+
+__all__ = [
+    "ENABLED",
+    "configure",
+    "configure_from_env",
+    "emit",
+    "emit_config",
+    "emit_fault",
+    "emit_last",
+    "trace_to",
+]
+
+ENABLED: bool = False
+_dir: str | None = None
+_fd: int | None = None
+_fd_pid: int | None = None  # the process that opened _fd (a forked child must open its own)
+# One writer at a time per process, so records of one process are in the file in the order of
+# their ``t``; ``emit_last`` keeps it for good (see there). A forked child gets a fresh lock: a
+# thread of the parent may have held it at the fork.
+_write_lock = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    global _write_lock
+    _write_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
+
+
+def configure(directory: str | os.PathLike[str] | None) -> None:
+    """Trace into ``directory`` from now on (None: stop tracing). Closes this process's file."""
+    global ENABLED, _dir
+    _close()
+    if directory is None:
+        ENABLED, _dir = False, None
+        return
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    ENABLED, _dir = True, os.fspath(directory)
+
+
+def configure_from_env() -> None:
+    """Follow ``LOADERSPEC_TRACE_DIR`` (called at import, and by each worker at its start)."""
+    configure(os.environ.get(TRACE_DIR_ENV) or None)
+
+
+@contextlib.contextmanager
+def trace_to(directory: str | os.PathLike[str]) -> Iterator[Path]:
+    """Trace every loader started inside the block, workers included (also spawned ones).
+
+    The environment variable is set for the block so that spawned and forkserver workers, which
+    import this module afresh, and fault injectors trace too; both are restored afterwards.
+    """
+    previous = os.environ.get(TRACE_DIR_ENV)
+    os.environ[TRACE_DIR_ENV] = os.fspath(directory)
+    configure(directory)
+    try:
+        yield Path(directory)
+    finally:
+        if previous is None:
+            os.environ.pop(TRACE_DIR_ENV, None)
+        else:
+            os.environ[TRACE_DIR_ENV] = previous
+        configure(previous)
+
+
+def _close() -> None:
+    global _fd, _fd_pid
+    if _fd is not None and _fd_pid == os.getpid():
+        with contextlib.suppress(OSError):
+            os.close(_fd)
+    _fd, _fd_pid = None, None
+
+
+def _open(directory: str, pid: int) -> int:
+    path = os.path.join(directory, TRACE_FILE.format(pid=pid))
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+
+
+def _file() -> int:
+    global _fd, _fd_pid
+    pid = os.getpid()
+    if _fd is None or _fd_pid != pid:
+        assert _dir is not None  # the callers checked ENABLED
+        _fd, _fd_pid = _open(_dir, pid), pid
+    return _fd
+
+
+def _line(shape: RecordType, fields: dict[str, Any]) -> bytes:
+    record = {
+        name: fields.get(name)
+        for name in RECORD_FIELDS[shape]
+        if name not in OPTIONAL_FIELDS or fields.get(name) is not None
+    }
+    return (json.dumps(record, separators=(",", ":")) + "\n").encode()
+
+
+def emit(
+    action: Action,
+    *,
+    epoch: int | None = None,
+    worker: int | None = None,
+    task: int | None = None,
+    kind: str | None = None,
+    state: dict[str, Any] | None = None,
+    t: int | None = None,
+) -> None:
+    """Append one record of a Main, Worker or Pin ``action``. A no-op when tracing is off.
+
+    ``t``: when the action happened, if not now (``time.monotonic_ns()`` taken earlier: a
+    ``WorkerFetch`` is logged after the fetch, for its ``kind``, but happened when the index
+    arrived). ``state``: the actor's post-state (Main records), else empty.
+    """
+    if not ENABLED:
+        return
+    fields = {
+        "t": time.monotonic_ns() if t is None else t,
+        "pid": os.getpid(),
+        "actor": action.actor.value,
+        "action": action.value,
+        "epoch": epoch,
+        "worker": worker,
+        "task": task,
+        "kind": kind,
+        "state": {} if state is None else state,
+    }
+    with _write_lock:
+        os.write(_file(), _line(RecordType.STEP, fields))
+
+
+def emit_config(config: dict[str, Any]) -> None:
+    """Append an iterator's ``Config`` header (``CONFIG_FIELDS``). A no-op when tracing is off."""
+    if not ENABLED:
+        return
+    fields = {
+        "t": time.monotonic_ns(),
+        "pid": os.getpid(),
+        "actor": Actor.MAIN.value,
+        "action": CONFIG_ACTION,
+        "epoch": 0,
+        "state": {},
+        "config": config,
+    }
+    with _write_lock:
+        os.write(_file(), _line(RecordType.CONFIG, fields))
+
+
+def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = None) -> None:
+    """Append this process's last record, just before it ends itself (``os._exit``) from a thread
+    other than the one doing its work (the worker's parent-death watchdog): the write lock is
+    taken and never given back, so no other thread logs a step after it that never took effect.
+    """
+    if not ENABLED:
+        return
+    _write_lock.acquire()
+    fields = {
+        "t": time.monotonic_ns(),
+        "pid": os.getpid(),
+        "actor": action.actor.value,
+        "action": action.value,
+        "epoch": epoch,
+        "worker": worker,
+        "state": {},
+    }
+    os.write(_file(), _line(RecordType.STEP, fields))
+
+
+def emit_fault(action: Action, *, worker: int | None, task: int | None = None) -> None:
+    """Log a ``Fault*`` ``action`` if ``LOADERSPEC_TRACE_DIR`` is set now; call it just before
+    injecting the fault. ``worker``: the loader's worker id concerned (None if unknown); ``task``
+    the loader's task index, which a dataset cannot know, so usually None. Never raises for a
+    missing or full trace directory: that must not change the fault being injected.
+    """
+    if action.actor is not Actor.FAULT:
+        raise ValueError(f"{action.value} is not a fault action (Action.FAULT_*)")
+    directory = os.environ.get(TRACE_DIR_ENV)
+    if not directory:
+        return
+    pid = os.getpid()
+    fields = {
+        "t": time.monotonic_ns(),
+        "pid": pid,
+        "actor": Actor.FAULT.value,
+        "action": action.value,
+        "worker": worker,
+        "task": task,
+        "state": {},
+    }
+    with _write_lock, contextlib.suppress(OSError):
+        fd = _open(directory, pid)
+        try:
+            os.write(fd, _line(RecordType.FAULT, fields))
+        finally:
+            os.close(fd)
+
+
+configure_from_env()

@@ -1,0 +1,283 @@
+"""The one loop that runs ``ProtocolCore``: ask it what to do, do the IO through a port, take it.
+
+Owns the IO that goes with each main-process action and its order around the core step (a put
+is logged before it happens, a get after: docs/architecture.md "Trace records"), and ``take``,
+the one helper that makes a core call and writes its trace record from ``core.last``, so the two
+cannot drift. Makes no protocol decision: what happens next is always ``core.next_action()``.
+
+Two ports run it: the IO shell (``reference/shell.py``: processes, pipes, the pin thread) and
+the test model (``tests/reference/refcore_model.py``: a simulated world whose every
+interleaving Hypothesis picks). Both call these functions; neither has a copy of the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from loaderspec import tracewriter
+from loaderspec.vocabulary import CORE_METHOD, Action
+from reference.core import Delivery, Failure, ProtocolCore, Request, Step
+from reference.messages import RESUME, SENTINEL, Arrived, Event, Exited, IndexMessage, Task
+
+
+class IteratorFailed(Exception):
+    """The iterator failed (fail-stop); it is shut down. ``failure`` says why."""
+
+    def __init__(self, failure: Failure) -> None:
+        self.failure = failure
+        super().__init__(failure)
+
+
+class Port(Protocol):
+    """The IO a main process does for the core; each method does one thing and decides nothing."""
+
+    def next_index(self) -> Any:
+        """The sampler's next item. Raises StopIteration when it ran dry."""
+        ...
+
+    def send(self, worker: int, message: IndexMessage) -> None:
+        """Put ``message`` (a Task, RESUME or SENTINEL) into ``worker``'s index queue."""
+        ...
+
+    def wait(self) -> Event:
+        """Block until a result arrives, workers are found ended, or the timeout runs out."""
+        ...
+
+    def set_pin_done(self, take_step: Callable[[], None]) -> None:
+        """Set the pin thread's done event and wake it; call ``take_step()`` where the step is
+        ordered with the thread's own looks at the event."""
+        ...
+
+    def join_pin_thread(self) -> None:
+        """Wait for the pin thread to end."""
+        ...
+
+    def set_workers_done(self, take_step: Callable[[], None]) -> None:
+        """Set ``workers_done_event``; call ``take_step()`` where the step is ordered with the
+        workers' looks at the event."""
+        ...
+
+    def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
+        """Join ``workers``: with ``grace``, wait a bounded time for them to exit; kill those
+        still running; with ``block``, wait (bounded) for the killed ones to be gone. Yields
+        ``(worker, killed)`` as each is reaped; ``killed``: our kill ended it."""
+        ...
+
+    def shut_down(self) -> None:
+        """Carry out the shutdown the core decided (``shut_down(core, port)``, then free the
+        port's own resources). Idempotent."""
+        ...
+
+
+def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
+    """Take ``action`` (the core's method ``CORE_METHOD[action]``) and write its trace record.
+
+    Raises:
+        ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
+    """
+    result = getattr(core, _METHOD[id(action)])(*args)
+    if tracewriter.ENABLED:
+        step = core.last
+        assert step is not None  # every action method sets it
+        tracewriter.emit(
+            action,
+            epoch=core.epoch,
+            worker=step.worker,
+            task=step.task,
+            kind=None if step.kind is None else step.kind.value,
+            state=core.snapshot(),
+        )
+    return result
+
+
+# CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
+# Python function (reference.core._State says more), and so is ``Action.X`` (a descriptor).
+_METHOD = {id(action): name for action, name in CORE_METHOD.items()}
+_TRY_PUT, _GET, _PROCESS = Action.MAIN_TRY_PUT_INDEX, Action.MAIN_GET_DATA, Action.MAIN_PROCESS_DATA
+_JOIN = Action.MAIN_JOIN_WORKER
+
+
+# ------------------------------------------------------------- the IO of each action ---------
+def _fail(core: ProtocolCore, port: Port) -> None:
+    port.shut_down()
+    assert core.failure is not None  # the action just taken failed the iterator
+    raise IteratorFailed(core.failure)
+
+
+def _on_other_event(core: ProtocolCore, port: Port, event: Event) -> None:
+    """What a wait brought instead of a result: ended workers (the core decides at its next step
+    whether that is a failure), or the timeout."""
+    if type(event) is Exited:
+        for worker in event.workers:
+            core.worker_ended(worker)
+    else:
+        take(core, Action.MAIN_TIMEOUT)
+        _fail(core, port)
+
+
+def _try_put_index(core: ProtocolCore, port: Port, step: Step) -> None:
+    assert step.worker is not None
+    try:
+        index = port.next_index()
+    except StopIteration:
+        core.sampler_ran_dry()
+        return
+    idx = take(core, _TRY_PUT, step.worker)
+    port.send(step.worker, Task(idx, index))
+
+
+def _get_data(core: ProtocolCore, port: Port, step: Step) -> None:
+    event = port.wait()
+    if type(event) is Arrived:
+        r = event.result
+        take(core, _GET, event.worker, r.idx, r.kind, r.payload)
+    else:
+        _on_other_event(core, port, event)
+
+
+def _drain_resume(core: ProtocolCore, port: Port, step: Step) -> None:
+    event = port.wait()
+    if type(event) is Arrived:
+        take(core, Action.MAIN_DRAIN_RESUME, event.worker, event.result.kind)
+    else:
+        _on_other_event(core, port, event)
+
+
+def _process_data(core: ProtocolCore, port: Port, step: Step) -> Delivery:
+    return take(core, _PROCESS)
+
+
+def _skip_exhausted(core: ProtocolCore, port: Port, step: Step) -> None:
+    take(core, Action.MAIN_SKIP_EXHAUSTED)
+
+
+def _mark_worker_unavailable(core: ProtocolCore, port: Port, step: Step) -> None:
+    assert step.worker is not None
+    if take(core, Action.MAIN_MARK_WORKER_UNAVAILABLE, step.worker):
+        port.send(step.worker, SENTINEL)
+
+
+def _stop_iteration(core: ProtocolCore, port: Port, step: Step) -> None:
+    if take(core, Action.MAIN_STOP_ITERATION):
+        port.shut_down()
+    raise StopIteration
+
+
+def _detect_worker_failure(core: ProtocolCore, port: Port, step: Step) -> None:
+    take(core, Action.MAIN_DETECT_WORKER_FAILURE)
+    _fail(core, port)
+
+
+def _resume_iteration(core: ProtocolCore, port: Port, step: Step) -> None:
+    for worker in take(core, Action.MAIN_RESUME_ITERATION):
+        port.send(worker, RESUME)
+
+
+def _drop_iterator(core: ProtocolCore, port: Port, step: Step) -> None:
+    take(core, Action.MAIN_DROP_ITERATOR)
+
+
+def _set_pin_done(core: ProtocolCore, port: Port, step: Step) -> None:
+    port.set_pin_done(lambda: take(core, Action.MAIN_SET_PIN_DONE))
+
+
+def _join_pin_thread(core: ProtocolCore, port: Port, step: Step) -> None:
+    port.join_pin_thread()
+    take(core, Action.MAIN_JOIN_PIN_THREAD)
+
+
+def _set_workers_done(core: ProtocolCore, port: Port, step: Step) -> None:
+    port.set_workers_done(lambda: take(core, Action.MAIN_SET_WORKERS_DONE))
+
+
+def _put_sentinel(core: ProtocolCore, port: Port, step: Step) -> None:
+    assert step.worker is not None
+    take(core, Action.MAIN_PUT_SENTINEL, step.worker)
+    port.send(step.worker, SENTINEL)
+
+
+def _join_workers(core: ProtocolCore, port: Port, step: Step) -> None:
+    wait = core.waits_for_workers
+    reap(core, port, grace=wait, block=wait)
+
+
+# The IO of every action next_action() may answer (MainTimeout and MainTerminateWorker come
+# with a wait and a reap).
+_PERFORM: dict[Action, Callable[[ProtocolCore, Port, Step], Any]] = {
+    Action.MAIN_TRY_PUT_INDEX: _try_put_index,
+    Action.MAIN_GET_DATA: _get_data,
+    Action.MAIN_PROCESS_DATA: _process_data,
+    Action.MAIN_SKIP_EXHAUSTED: _skip_exhausted,
+    Action.MAIN_MARK_WORKER_UNAVAILABLE: _mark_worker_unavailable,
+    Action.MAIN_STOP_ITERATION: _stop_iteration,
+    Action.MAIN_DETECT_WORKER_FAILURE: _detect_worker_failure,
+    Action.MAIN_RESUME_ITERATION: _resume_iteration,
+    Action.MAIN_DRAIN_RESUME: _drain_resume,
+    Action.MAIN_DROP_ITERATOR: _drop_iterator,
+    Action.MAIN_SET_PIN_DONE: _set_pin_done,
+    Action.MAIN_JOIN_PIN_THREAD: _join_pin_thread,
+    Action.MAIN_SET_WORKERS_DONE: _set_workers_done,
+    Action.MAIN_PUT_SENTINEL: _put_sentinel,
+    Action.MAIN_JOIN_WORKER: _join_workers,
+}
+
+_PERFORM_BY_ID = {id(action): perform for action, perform in _PERFORM.items()}
+
+
+# ------------------------------------------------------------- the loop ----------------------
+def _run(core: ProtocolCore, port: Port) -> Delivery | None:
+    """Take the core's steps until its request is served (``next()``: by a hand-out and the
+    refill after it); returns the hand-out, if there was one. A shutdown ends with one reap:
+    what it could not reap is reaped later (``reap``)."""
+    delivery = None
+    while (step := core.next_action()) is not None:
+        action = step.action
+        out = _PERFORM_BY_ID[id(action)](core, port, step)
+        if action is _PROCESS:
+            delivery = out
+        elif action is _JOIN:
+            break
+    return delivery
+
+
+def start_epoch(core: ProtocolCore, port: Port, *, resume: bool) -> None:
+    """``iter()``: prefetch a new iterator's first tasks, or resume persistent workers (a new
+    epoch: break off the old one if it runs, resume, drain, prefetch).
+
+    Raises:
+        IteratorFailed: a worker died or the timeout ran out while draining the resume acks.
+    """
+    core.ask(Request.RESUME if resume else Request.PREFETCH)
+    _run(core, port)
+
+
+def next_batch(core: ProtocolCore, port: Port) -> Delivery:
+    """``next()``: the steps up to the next hand-out, and the refill the core asks for after it.
+
+    Raises:
+        StopIteration: nothing is left (and the workers are shut down unless persistent).
+        IteratorFailed: a worker the iterator depends on died, or the timeout ran out.
+        ProtocolViolation: the core cannot serve ``next()`` now (it failed, say).
+    """
+    core.ask(Request.NEXT)
+    delivery = _run(core, port)
+    if delivery is None:
+        raise RuntimeError(f"the protocol core served next() with no hand-out: {core.snapshot()}")
+    return delivery
+
+
+def shut_down(core: ProtocolCore, port: Port) -> None:
+    """Let go: the shutdown steps in the seeds' order, then one reap of the workers (bounded;
+    after a failure it does not wait, and ``reap`` collects the rest later)."""
+    core.ask(Request.SHUTDOWN)
+    _run(core, port)
+
+
+def reap(core: ProtocolCore, port: Port, *, grace: bool, block: bool) -> None:
+    """Reap the workers not joined yet, taking MainTerminateWorker for each our kill ended and
+    MainJoinWorker for each as it is reaped."""
+    for worker, killed in port.reap(core.unjoined(), grace=grace, block=block):
+        if killed:
+            take(core, Action.MAIN_TERMINATE_WORKER, worker)
+        take(core, Action.MAIN_JOIN_WORKER, worker)

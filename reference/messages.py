@@ -1,0 +1,106 @@
+"""What travels between the loader's process and its workers, and what the main process waits for.
+
+Owns the types of the reference loader's messages and events, and the one frozen configuration a
+worker starts with. Pure data: imports neither torch nor any IO, so the core, the loop, the shell,
+the worker and the test model all share these types.
+
+On the wire a ``Task`` is the plain tuple ``(idx, index)`` and a ``Result`` the plain tuple
+``(idx, kind value, payload)``: pickling a NamedTuple or an enum member looks its class up by
+name on both sides (about 11 us more per message, measured), more than the rest of a small message
+costs; ``to_wire``/``from_wire`` convert at the two ends.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from reference.core import Kind
+
+# Index-queue messages that are not tasks.
+RESUME = "resume"  # a new epoch begins (torch's _ResumeIteration); the worker acks with a Result
+SENTINEL = None  # exit (torch's None); the worker logs WorkerExit and returns
+
+# The longest a traced process waits for the trace-order lock (``WorkerChannels.trace_order``):
+# a worker killed while holding it must not stall the shutdown; the trace is then unordered.
+TRACE_ORDER_WAIT_S = 0.2
+
+
+class Task(NamedTuple):
+    """Main -> worker: fetch ``index`` (what the sampler gave) as task ``idx`` (``send_idx``)."""
+
+    idx: int
+    index: Any
+
+    def to_wire(self) -> tuple[int, Any]:
+        return (self.idx, self.index)
+
+
+class Result(NamedTuple):
+    """Worker -> main: the outcome of task ``idx`` (``idx`` is -1 for a resume ack)."""
+
+    idx: int
+    kind: Kind
+    payload: Any  # the batch, an ExceptionWrapper, or None
+
+    def to_wire(self) -> tuple[int, str, Any]:
+        return (self.idx, self.kind.value, self.payload)
+
+    @classmethod
+    def from_wire(cls, raw: tuple[int, str, Any]) -> Result:
+        idx, kind, payload = raw
+        return cls(idx, _KINDS[kind], payload)
+
+
+_KINDS = {kind.value: kind for kind in Kind}  # Kind(value) is a Python-level Enum call
+
+IndexMessage = Task | str | None  # a Task, RESUME or SENTINEL
+
+
+class Arrived(NamedTuple):
+    """Event: a result message of ``worker`` was read."""
+
+    worker: int
+    result: Result
+
+
+class Exited(NamedTuple):
+    """Event: these workers' processes have ended (all that were found ended together)."""
+
+    workers: tuple[int, ...]
+
+
+class TimedOut(NamedTuple):
+    """Event: the wait ran past the loader's ``timeout``."""
+
+    after_s: float
+
+
+Event = Arrived | Exited | TimedOut
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What every worker of one iterator starts with (torch's ``_worker_loop`` arguments that are
+    the same for all workers). Picklable for spawn and forkserver when the dataset is."""
+
+    dataset_kind: int  # torch's _DatasetKind.Map or .Iterable
+    dataset: Any
+    auto_collation: bool
+    collate_fn: Any
+    drop_last: bool
+    base_seed: int
+    worker_init_fn: Any
+    num_workers: int
+    parent_pid: int  # the loader's process: the worker exits when it dies
+    use_pdeathsig: bool  # the kernel's parent-death signal reaches us (see reference/worker.py)
+
+
+@dataclass(frozen=True)
+class WorkerChannels:
+    """One worker's ends of its pipes, and the events and locks it shares with the loader."""
+
+    index: Any  # Connection: tasks, RESUME and SENTINEL in
+    result: Any  # Connection: results out
+    done_event: Any  # workers_done_event (a multiprocessing Event)
+    trace_order: Any = None  # tracing only: a multiprocessing Lock (see shell.set_workers_done)
