@@ -36,6 +36,7 @@ __all__ = [
     "fire_die",
     "fire_hang",
     "fire_raise",
+    "in_worker",
     "worker_id",
     "worker_info",
 ]
@@ -83,13 +84,29 @@ def record_fault(record_dir: str | None, fault_name: str, index: int, k: int | N
         write_fetch(record_dir, fetch)
 
 
-def may_fire_here(fault: Die | Hang, home_pid: int | None = None) -> bool:
+def in_worker(home_pid: int | None = None, home_tid: int | None = None) -> bool:
+    """Whether this call runs in one of the loader's workers: torch's worker info says so, or,
+    for loaders whose workers set none (SPDL's, grain's, torchdata.nodes'), it runs in another
+    process than the one that built the dataset (`home_pid`), or in another thread of it than
+    the one that built it (`home_tid`, a `threading.get_ident()`)."""
+    if worker_id() is not None:
+        return True
+    if home_pid is None:
+        return False
+    if os.getpid() != home_pid:
+        return True
+    return home_tid is not None and threading.get_ident() != home_tid
+
+
+def may_fire_here(
+    fault: Die | Hang, home_pid: int | None = None, home_tid: int | None = None
+) -> bool:
     """Die and Hang stay out of the main process unless asked: they would kill or hang the test.
     A Die also stays out of `home_pid` (the process that built the dataset: a thread worker
-    there shares the loader's process)."""
+    there shares the loader's process). See `in_worker` for `home_pid` and `home_tid`."""
     if fault.anywhere:
         return True
-    if worker_id() is None:
+    if not in_worker(home_pid, home_tid):
         return False
     return not (isinstance(fault, Die) and os.getpid() == home_pid)
 

@@ -113,6 +113,7 @@ class _Faulty:
     state_dir: str | None
     cost_s: float
     home_pid: int  # the process that built the dataset: a Die never fires there
+    home_tid: int  # the thread that built it: a fetch elsewhere is a worker's (`_fire.in_worker`)
 
     def _setup(
         self,
@@ -124,6 +125,7 @@ class _Faulty:
         self.faults = tuple(faults)
         self.cost_s = float(cost_s)
         self.home_pid = os.getpid()
+        self.home_tid = threading.get_ident()
         self.record_dir = None if record_dir is None else os.fspath(record_dir)
         if self.record_dir is not None:
             os.makedirs(self.record_dir, exist_ok=True)
@@ -174,11 +176,15 @@ class _Faulty:
 
     def _before(self, f: Fault, index: int, k: int | None) -> None:
         if isinstance(f, Die) and f.point == "before_fetch":
-            if _fire.may_fire_here(f, self.home_pid) and _fire.claim_once(self.state_dir, f, k):
+            if _fire.may_fire_here(f, self.home_pid, self.home_tid) and _fire.claim_once(
+                self.state_dir, f, k
+            ):
                 self._fault_record("Die:before_fetch", index, k)
                 _fire.fire_die(f)
         elif isinstance(f, Hang):
-            if _fire.may_fire_here(f, self.home_pid) and _fire.claim_once(self.state_dir, f, k):
+            if _fire.may_fire_here(f, self.home_pid, self.home_tid) and _fire.claim_once(
+                self.state_dir, f, k
+            ):
                 self._fault_record("Hang", index, k)
                 _fire.fire_hang(f)
         elif isinstance(f, Sleep):
@@ -197,7 +203,7 @@ class _Faulty:
             return UnpicklableItem(index)
         if isinstance(f, Raise) and f.point == "in_collate":
             _fire.arm_collate(f.at)  # once-only is claimed by collate, where it fires
-        if not isinstance(f, Die) or not _fire.may_fire_here(f, self.home_pid):
+        if not isinstance(f, Die) or not _fire.may_fire_here(f, self.home_pid, self.home_tid):
             return item
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Die:after_fetch", index, k)

@@ -58,6 +58,9 @@ __all__ = [
 # How long the driver waits for what a correct loader does at once (workers gone after a drop, a
 # fetch to start): the suite's MUST bound, 3 x torch's 5 s status-check interval.
 MUST_BOUND_S = 15.0
+# How long after iter() a plan that kills the loader's process before any next() waits for a
+# first fetch before it makes the first next() itself (workers started lazily, see `lazy_start`).
+LAZY_START_S = 1.0
 # A constructor that rejects one of torch's arguments (TypeError's own wording, both spellings).
 _UNEXPECTED = re.compile(r"unexpected keyword argument '?(\w+)'?")
 
@@ -382,6 +385,20 @@ class _Driver:
         )
         self.event(epoch, "awaited", start, ok)
 
+    def lazy_start(self, it: Any) -> None:
+        """A loader that starts its workers at the first next() (SPDL's, grain's) has fetched
+        nothing after iter(): if no fetch began within `LAZY_START_S`, make that next() in a
+        daemon thread (it blocks, as the user's would), so the workers reach the state the plan
+        awaits before the loader's process is killed."""
+        if self.watch is None or self.watch.wait_count(1, LAZY_START_S):
+            return
+
+        def first_next() -> None:
+            with contextlib.suppress(Exception):
+                next(it)
+
+        threading.Thread(target=first_next, name="faultinject-first-next", daemon=True).start()
+
     def kill_one_worker(self, epoch: int) -> None:
         """SIGKILL the live worker with the lowest pid, found as a psutil child, and wait
         (bounded, not reaping) until it has exited: the user's next call comes after the death,
@@ -491,6 +508,8 @@ class _Driver:
             if leave is not None and leave.after == (
                 taken if leave.counting == "batches" else calls
             ):
+                if leave.how == "kill_parent" and calls == 0 and plan.before_leave:
+                    self.lazy_start(it)
                 self.awaited(epoch, plan.before_leave)
                 if leave.how == "kill_parent":
                     self.event(epoch, "kill_parent", time.monotonic())

@@ -115,6 +115,26 @@ class FetchesInThreads:
             return iter(list(pool.map(self.dataset.__getitem__, range(len(self.dataset)))))
 
 
+class StartsWorkersAtFirstNext(DataLoader):
+    """Starts its workers at the first next(), not at iter() (SPDL's and grain's loaders)."""
+
+    def __iter__(self) -> Any:
+        return _Lazy(lambda: super(StartsWorkersAtFirstNext, self).__iter__())
+
+
+class _Lazy:
+    def __init__(self, start: Any) -> None:
+        self.start, self.it = start, None
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        if self.it is None:
+            self.it = self.start()
+        return next(self.it)
+
+
 class FetchesInTheCaller(FetchesInThreads):
     """Fetches every item in the thread that iterates it (no workers to see)."""
 

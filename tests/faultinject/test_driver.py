@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from faultinject import loaders
 from faultinject.driver import Await, Leave, Plan, describe, flat, run
 from faultinject.faults import EVERY, Die, Hang, Raise
+from faultinject.plans import parent_dies_while
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
 
@@ -101,6 +102,17 @@ def test_the_parent_killed_while_workers_are_blocked_on_a_full_pipe():
     assert (r.report.outcome, r.report.killed_by_signal) == ("killed", signal.SIGKILL)
     assert r.first("awaited")["value"] is True
     assert len(r.report.orphan_exit_s) == 2  # each worker timed (torch's stay: None)
+
+
+@pytest.mark.parametrize("state", ["busy", "blocked"])
+def test_the_parent_is_killed_in_state_even_when_workers_start_at_the_first_next(state):
+    """Nothing is fetched after iter(): the driver makes the first next() itself (in a thread),
+    so the workers reach the state before the loader's process is killed."""
+    r = run(L.StartsWorkersAtFirstNext, parent_dies_while(state), deadline_s=60, orphan_grace_s=1.0)
+    assert r.report is not None
+    assert r.report.outcome == "killed", r.report.error
+    assert r.first("awaited")["value"] is True
+    assert len(r.report.orphan_exit_s) == 2
 
 
 def test_a_declared_unsupported_configuration_is_refused_before_anything_starts():
