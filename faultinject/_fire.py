@@ -37,6 +37,7 @@ __all__ = [
     "fire_hang",
     "fire_raise",
     "in_worker",
+    "ordinal",
     "worker_id",
     "worker_info",
 ]
@@ -96,6 +97,29 @@ def in_worker(home_pid: int | None = None, home_tid: int | None = None) -> bool:
     if os.getpid() != home_pid:
         return True
     return home_tid is not None and threading.get_ident() != home_tid
+
+
+# This process's or thread's claimed ordinal, for workers without worker info (`ordinal`).
+_ORDINALS: dict[tuple[int, int], int] = {}
+
+
+def ordinal(directory: str | None) -> int | None:
+    """A worker id for a worker that has no worker info (SPDL's, grain's, torchdata.nodes'): the
+    n-th process or thread to ask, claimed once with an `O_EXCL` marker in `directory` (shared by
+    every worker of the run); None without a directory."""
+    if directory is None:
+        return None
+    key = (os.getpid(), threading.get_native_id())
+    if key not in _ORDINALS:
+        n = 0
+        while True:
+            try:
+                os.close(os.open(Path(directory) / f"ordinal-{n}", os.O_CREAT | os.O_EXCL))
+                break
+            except FileExistsError:
+                n += 1
+        _ORDINALS[key] = n
+    return _ORDINALS[key]
 
 
 def may_fire_here(

@@ -159,8 +159,11 @@ class _Faulty:
         matches all); `index` is what the records call the item.
         """
         wid = _fire.worker_id()
-        for f in self.faults:
-            if isinstance(f, SkewWorker) and f.worker_id == wid:
+        skews = [f for f in self.faults if isinstance(f, SkewWorker)]
+        if skews and wid is None and _fire.in_worker(self.home_pid, self.home_tid):
+            wid = _fire.ordinal(self.state_dir or self.record_dir)  # a worker without worker info
+        for f in skews:
+            if f.worker_id == wid:
                 time.sleep(f.seconds)
         self._record(index, k)
         if self.cost_s > 0:
