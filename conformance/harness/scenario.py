@@ -91,8 +91,10 @@ def _left_something(r: Run) -> bool:
 def _deadline_passed(r: Run, deadline_s: float, must: str) -> None:
     done = ", ".join(e["kind"] for e in r.events[-5:]) or "nothing"
     assert r.report is not None
-    # Event times are CLOCK_MONOTONIC in the child, the same clock as here.
-    waited = time.monotonic() - r.events[-1]["t"] if r.events else r.report.elapsed_s
+    # Event times are CLOCK_MONOTONIC in the child, the same clock as here; some events (a
+    # prefetch window's step records) carry no time.
+    timed = [e["t"] for e in r.events if "t" in e]
+    waited = time.monotonic() - timed[-1] if timed else r.report.elapsed_s
     fail(
         must,
         f"the scenario to end within {deadline_s:g} s",
