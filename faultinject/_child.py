@@ -106,6 +106,13 @@ def _fds() -> dict[int, str]:
     return out
 
 
+def _resource_tracker_fd() -> int | None:
+    """The fd of this process's pipe to multiprocessing's resource tracker, if it started one."""
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker._resource_tracker, "_fd", None)
+
+
 def _threads() -> dict[int, str]:
     return {t.ident or 0: t.name for t in threading.enumerate()}
 
@@ -191,10 +198,14 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     _settle(threads_before, linger_s)
     lingering = _settle_children(max(0.0, settled_by - time.monotonic()))
     fds_after = _fds()
+    # The pipe to multiprocessing's resource tracker (started by the first SharedMemory or
+    # semaphore, e.g. SPDL's) serves the whole process, as the tracker process does: not a
+    # loader's leak.
+    process_wide = {out_fd, ack_fd, _resource_tracker_fd()}
     leaked_fds = [
         f"{fd} -> {path}"
         for fd, path in sorted(fds_after.items())
-        if fds_before.get(fd) != path and fd not in (out_fd, ack_fd)
+        if fds_before.get(fd) != path and fd not in process_wide
     ]
     # The listdir above briefly opens /proc/self/fd itself; that fd is closed again.
     leaked_fds = [f for f in leaked_fds if not f.endswith(f"/proc/{os.getpid()}/fd")]

@@ -546,6 +546,7 @@ class _Driver:
         if plan.setup is not None:
             plan.setup()
         _start_mp_helpers(plan.kwargs.get("multiprocessing_context"))
+        loaders.start_process_helpers(self.cls)
         if self.record_dir is not None:
             self.watch = records.RecordWatch(self.record_dir)
         with contextlib.ExitStack() as stack:

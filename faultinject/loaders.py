@@ -13,6 +13,10 @@ required, and nothing here reads a loader's private state:
   (torch's loader: the iterator; torchdata's StatefulDataLoader keeps its iterator: the loader).
 * `loaderspec_workers: "processes" | "threads" | "none"` (or a classmethod returning one): what
   the loader's workers are.
+* `loaderspec_process_helpers(cls) -> None` (a classmethod): start what the loader keeps for the
+  whole life of the process, shared by all its instances (grain's shared-memory deletion thread
+  pool): the harness calls it before it takes the leak baseline, so these are not counted as
+  a loader's leak while whatever each loader leaves still is.
 
 `unsupported(cls, kwargs)` also answers for loaders that declare nothing, from the constructor's
 signature: an argument of torch's that the constructor does not take is named. `workers(cls)`
@@ -36,6 +40,7 @@ __all__ = [
     "ref_of",
     "resolve",
     "split",
+    "start_process_helpers",
     "unsupported",
     "workers",
     "workers_die_with",
@@ -127,6 +132,13 @@ def ref_of(loader: str | type) -> str:
     if "<locals>" in ref:
         raise LoaderRefError(MSG_NOT_IMPORTABLE.format(ref=ref))
     return ref
+
+
+def start_process_helpers(loader_cls: type) -> None:
+    """Start the process-wide helpers the loader declares (`loaderspec_process_helpers`)."""
+    start = getattr(loader_cls, "loaderspec_process_helpers", None)
+    if callable(start):
+        start()
 
 
 def workers_die_with(loader_cls: type) -> WorkersDieWith:

@@ -102,6 +102,35 @@ class LeavesAZombie(_StartsAHelper):
     helper = staticmethod(_exit_now)
 
 
+_PROCESS_HELPER: list[Any] = []
+
+
+def _start_process_helper() -> None:
+    """A thread kept for the whole process, shared by every loader (grain's deletion pool)."""
+    import threading
+
+    if not _PROCESS_HELPER:
+        thread = threading.Thread(target=threading.Event().wait, name="process-wide", daemon=True)
+        thread.start()
+        _PROCESS_HELPER.append(thread)
+
+
+class StartsAProcessWideThread(DataLoader):
+    """Its first instance starts a thread that serves the whole process from then on."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _start_process_helper()
+        super().__init__(*args, **kwargs)
+
+
+class DeclaresItsProcessWideThread(StartsAProcessWideThread):
+    """The same, declared: the harness starts the thread before it takes the leak baseline."""
+
+    @classmethod
+    def loaderspec_process_helpers(cls) -> None:
+        _start_process_helper()
+
+
 class FetchesInThreads:
     """Fetches every item in a thread pool of its own process (a thread-based design)."""
 

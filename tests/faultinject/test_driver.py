@@ -115,6 +115,16 @@ def test_the_parent_is_killed_in_state_even_when_workers_start_at_the_first_next
     assert len(r.report.orphan_exit_s) == 2
 
 
+def test_a_declared_process_wide_helper_is_started_before_the_leak_baseline():
+    plan = Plan(n=4, kwargs={"num_workers": 0})
+    r = run(L.StartsAProcessWideThread, plan, deadline_s=60, linger_s=0.2)
+    assert r.report is not None
+    assert r.report.leaked_threads == ["process-wide"]  # undeclared: counted
+    r = run(L.DeclaresItsProcessWideThread, plan, deadline_s=60, linger_s=0.2)
+    assert r.report is not None
+    assert r.report.clean, r.report.leftovers()
+
+
 def test_a_declared_unsupported_configuration_is_refused_before_anything_starts():
     plan = Plan(n=4, kwargs={"num_workers": 2, "multiprocessing_context": "spawn"})
     assert loaders.unsupported(L.DeclaresForkOnly, dict(plan.kwargs)) == L.NO_SPAWN

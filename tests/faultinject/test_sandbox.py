@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -85,6 +86,27 @@ def test_leaked_shm_is_attributed_by_pid_and_removed(tmp_path):
         assert os.path.exists(f"/dev/shm/{other}")  # not ours to remove: no pid token in its name
     finally:
         os.unlink(f"/dev/shm/{other}")
+
+
+def test_a_segment_without_a_pid_in_its_name_is_attributed_by_who_maps_it(tmp_path):
+    name = f"psm_fi{tmp_path.name}"[:30]
+    report = sandbox.run(T.leak_mapped_shm, name, deadline_s=10, linger_s=1.0)
+    try:
+        assert report.value == name
+        assert name in report.leaked_shm, (report.leaked_shm, report.unattributed_shm)
+        assert not os.path.exists(f"/dev/shm/{name}")  # removed as the run's
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/dev/shm/{name}")
+
+
+def test_the_resource_tracker_a_target_starts_is_no_leak():
+    """multiprocessing's resource tracker serves the whole process (SPDL's SharedMemory starts
+    it): neither it nor the pipe to it is the target's leak."""
+    report = sandbox.run(T.use_shared_memory_once, deadline_s=10, linger_s=0.5)
+    assert report.outcome == "returned", report.error
+    assert report.clean, report.leftovers()
+    assert report.helpers  # seen, and told apart
 
 
 def test_a_target_past_its_deadline_is_killed_with_its_session():
