@@ -59,3 +59,16 @@ def test_every_fault_makes_a_plan(fault: str):
     plan = schedules.Schedule(fault=fault, at=2).plan()
     assert (fault == "parent_kill") == bool(plan.leave)
     assert (fault == "hang") == ("timeout" in plan.kwargs)
+
+
+def test_a_deadline_message_reads_the_last_timed_event():
+    """A scenario past its deadline fails its MUST naming the last events, whatever they carry
+    (an event without a time gave `KeyError: 't'`)."""
+    from conformance.harness import scenario
+    from faultinject.driver import Plan, Run
+    from faultinject.sandbox import SandboxReport
+
+    events = [{"kind": "batch", "t": 0.0}, {"kind": "step"}]
+    r = Run(Plan(n=1), SandboxReport(outcome="deadline", elapsed_s=20.0), events)
+    with pytest.raises(pytest.fail.Exception, match=r"last events: batch, step; nothing more"):
+        scenario._deadline_passed(r, 20.0, "IterationTerminates")
