@@ -3,9 +3,11 @@
 Runs in the sandbox child (forked from the harness, or a fresh interpreter started with
 `python -c "from faultinject._child import spawn_main; spawn_main()"`), after it became the leader
 of its own session. It sends the harness: `("started", t)` when the target is about to run,
-`("note", t, payload)` for each `note()` the target makes, `("kill_self", t, pids)` before a
-parent-death scenario SIGKILLs it, and `("result", ...)` with the outcome and the leaks measured
-here (fds, threads and unreaped children: only the process itself can see those).
+`("note", t, payload)` for each `note()` the target makes, `("returned", t)` when the target has
+returned or raised (what follows is measuring, which the run's deadline does not bound),
+`("kill_self", t, pids)` before a parent-death scenario SIGKILLs it, and `("result", ...)` with
+the outcome and the leaks measured here (fds, threads and unreaped children: only the process
+itself can see those).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from faultinject import _wire, processes
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 
-__all__ = ["in_sandbox", "kill_self", "mark_baseline", "note"]
+__all__ = ["in_sandbox", "kill_self", "mark_baseline", "note", "set_linger"]
 
 # Set in the sandbox child only: (message fd to the harness, ack fd from the harness).
 _channel: tuple[int, int] | None = None
@@ -43,6 +45,8 @@ def in_sandbox() -> bool:
 _child_pid = -1
 # What the target's set-up opened and started (fds, threads): not counted as leaks.
 _baseline: tuple[dict[int, str], dict[int, str]] = ({}, {})
+# The target's own choice of linger_s (None: the job's).
+_linger: float | None = None
 
 
 def note(payload: Any) -> None:
@@ -63,6 +67,14 @@ def mark_baseline() -> None:
     leaks are measured against this moment instead of the target's start."""
     global _baseline
     _baseline = (_fds(), _threads())
+
+
+def set_linger(seconds: float) -> None:
+    """From inside the target: give what it leaves `seconds` (at most the run's `linger_s`, which
+    bounds the harness's wait) to go away once it returns (a target that learns only while it
+    runs how long to wait)."""
+    global _linger
+    _linger = seconds
 
 
 def kill_self() -> None:
@@ -92,6 +104,13 @@ def _fds() -> dict[int, str]:
         with contextlib.suppress(OSError):
             out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
     return out
+
+
+def _resource_tracker_fd() -> int | None:
+    """The fd of this process's pipe to multiprocessing's resource tracker, if it started one."""
+    from multiprocessing import resource_tracker
+
+    return getattr(resource_tracker._resource_tracker, "_fd", None)
 
 
 def _threads() -> dict[int, str]:
@@ -142,7 +161,8 @@ def run_job(out_fd: int, ack_fd: int, job: Job) -> int:
 
 
 def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
-    global _channel, _child_pid, _baseline
+    global _channel, _child_pid, _baseline, _linger
+    _linger = None
     _channel = (out_fd, ack_fd)
     _child_pid = os.getpid()
     target, args, kwargs, linger_s, _ = job
@@ -161,6 +181,8 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
             payload = pickle.dumps(value)
         except Exception as exc:
             error = f"the target's return value could not be pickled: {exc!r}"
+    # From here on the child only measures: the harness's deadline no longer binds it.
+    _wire.send(out_fd, ("returned", time.monotonic()))
     if threading.current_thread() is threading.main_thread():
         # The target is over: a loader's SIGCHLD handler (torch raises its worker-death error
         # from one, in the main thread, wherever it is) must not cut the report short.
@@ -169,13 +191,21 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     value = None
     gc.collect()
     fds_before, threads_before = _baseline
+    if _linger is not None:
+        linger_s = _linger
+    # One wait for threads and processes together: linger_s in all.
+    settled_by = time.monotonic() + linger_s
     _settle(threads_before, linger_s)
-    lingering = _settle_children(linger_s)
+    lingering = _settle_children(max(0.0, settled_by - time.monotonic()))
     fds_after = _fds()
+    # The pipe to multiprocessing's resource tracker (started by the first SharedMemory or
+    # semaphore, e.g. SPDL's) serves the whole process, as the tracker process does: not a
+    # loader's leak.
+    process_wide = {out_fd, ack_fd, _resource_tracker_fd()}
     leaked_fds = [
         f"{fd} -> {path}"
         for fd, path in sorted(fds_after.items())
-        if fds_before.get(fd) != path and fd not in (out_fd, ack_fd)
+        if fds_before.get(fd) != path and fd not in process_wide
     ]
     # The listdir above briefly opens /proc/self/fd itself; that fd is closed again.
     leaked_fds = [f for f in leaked_fds if not f.endswith(f"/proc/{os.getpid()}/fd")]

@@ -9,6 +9,7 @@ function fires it there.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -39,11 +40,13 @@ class FaultyCollate:
         self.faults = faults
         self.base = base
         self.state_dir = state_dir
+        self.home_pid = os.getpid()  # built in the loader's process: no Die there
+        self.home_tid = threading.get_ident()
 
     def __call__(self, batch: list[Any]) -> Any:
         values = list(batch)
         for f in self.faults:
-            if isinstance(f, Die) and not _fire.may_fire_here(f):
+            if isinstance(f, Die) and not _fire.may_fire_here(f, self.home_pid, self.home_tid):
                 continue
             if _fire.take_armed(values, f.at) and _fire.claim_once(self.state_dir, f, None):
                 if isinstance(f, Die):

@@ -3,7 +3,13 @@
 Owns the side effects of `faultinject.faults`: signals to self, sleeps, raises, once-only markers,
 fault records and `Fault*` trace records. Knows torch only through the public
 `torch.utils.data.get_worker_info()`, which torch's, the reference's and torchdata's workers set
-(the paddle adapter sets it too), so it works inside any of those loaders' workers.
+(the paddle adapter sets it too), so it works inside any of those loaders' workers. It is looked
+up at every call, not bound at import: a thread-based loader on a torch without thread-local
+worker info (2.13) installs its own `get_worker_info` there, as torch's main branch answers per
+thread.
+
+A `Die` never fires in the process that built the dataset (the loader's own process, where a
+thread-based loader's workers run): killing it would kill the loader and the scenario with it.
 """
 
 from __future__ import annotations
@@ -14,8 +20,9 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from torch.utils.data import get_worker_info
+import torch.utils.data
 
 from faultinject import processes
 from faultinject.faults import Die, Fault, Hang, Raise, RaiseUnrebuildable, UnrebuildableError
@@ -23,7 +30,17 @@ from faultinject.records import Fetch, write_fetch
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 
-__all__ = ["arm_collate", "claim_once", "fire_die", "fire_hang", "fire_raise", "worker_id"]
+__all__ = [
+    "arm_collate",
+    "claim_once",
+    "fire_die",
+    "fire_hang",
+    "fire_raise",
+    "in_worker",
+    "ordinal",
+    "worker_id",
+    "worker_info",
+]
 
 # Indices whose batch must die in collate, armed by the dataset in this process (the worker that
 # fetched the item is the one that collates its batch).
@@ -33,9 +50,14 @@ _ARMED: set[int] = set()
 _WCHAN_POLL_S = 0.01
 
 
+def worker_info() -> Any:
+    """`torch.utils.data.get_worker_info()`, looked up now (a thread loader may replace it)."""
+    return torch.utils.data.get_worker_info()
+
+
 def worker_id() -> int | None:
-    """The loader worker id of this process, or None in the main process."""
-    info = get_worker_info()
+    """The loader worker id of this process or thread, or None outside a worker."""
+    info = worker_info()
     return None if info is None else int(info.id)
 
 
@@ -58,13 +80,59 @@ def claim_once(state_dir: str | None, fault: Fault, key: int | None = None) -> b
 def record_fault(record_dir: str | None, fault_name: str, index: int, k: int | None) -> None:
     """Write the `event == "fault"` record, just before the fault fires."""
     if record_dir is not None:
-        fetch = Fetch(time.monotonic(), os.getpid(), worker_id(), index, -1, "fault", fault_name, k)
+        now, wid, tid = time.monotonic(), worker_id(), threading.get_native_id()
+        fetch = Fetch(now, os.getpid(), wid, index, -1, "fault", fault_name, k, tid)
         write_fetch(record_dir, fetch)
 
 
-def may_fire_here(fault: Die | Hang) -> bool:
-    """Die and Hang stay out of the main process unless asked: they would kill or hang the test."""
-    return fault.anywhere or worker_id() is not None
+def in_worker(home_pid: int | None = None, home_tid: int | None = None) -> bool:
+    """Whether this call runs in one of the loader's workers: torch's worker info says so, or,
+    for loaders whose workers set none (SPDL's, grain's, torchdata.nodes'), it runs in another
+    process than the one that built the dataset (`home_pid`), or in another thread of it than
+    the one that built it (`home_tid`, a `threading.get_ident()`)."""
+    if worker_id() is not None:
+        return True
+    if home_pid is None:
+        return False
+    if os.getpid() != home_pid:
+        return True
+    return home_tid is not None and threading.get_ident() != home_tid
+
+
+# This process's or thread's claimed ordinal, for workers without worker info (`ordinal`).
+_ORDINALS: dict[tuple[int, int], int] = {}
+
+
+def ordinal(directory: str | None) -> int | None:
+    """A worker id for a worker that has no worker info (SPDL's, grain's, torchdata.nodes'): the
+    n-th process or thread to ask, claimed once with an `O_EXCL` marker in `directory` (shared by
+    every worker of the run); None without a directory."""
+    if directory is None:
+        return None
+    key = (os.getpid(), threading.get_native_id())
+    if key not in _ORDINALS:
+        n = 0
+        while True:
+            try:
+                os.close(os.open(Path(directory) / f"ordinal-{n}", os.O_CREAT | os.O_EXCL))
+                break
+            except FileExistsError:
+                n += 1
+        _ORDINALS[key] = n
+    return _ORDINALS[key]
+
+
+def may_fire_here(
+    fault: Die | Hang, home_pid: int | None = None, home_tid: int | None = None
+) -> bool:
+    """Die and Hang stay out of the main process unless asked: they would kill or hang the test.
+    A Die also stays out of `home_pid` (the process that built the dataset: a thread worker
+    there shares the loader's process). See `in_worker` for `home_pid` and `home_tid`."""
+    if fault.anywhere:
+        return True
+    if not in_worker(home_pid, home_tid):
+        return False
+    return not (isinstance(fault, Die) and os.getpid() == home_pid)
 
 
 def fire_die(fault: Die) -> None:

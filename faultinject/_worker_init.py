@@ -8,12 +8,12 @@ where a start-up failure is injected (`Raise(at=worker_id, point="in_worker_init
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils.data import get_worker_info
 
 from faultinject import _fire
 from faultinject.faults import Raise
@@ -43,7 +43,7 @@ class FaultyWorkerInit:
 
     def __call__(self, worker_id: int) -> None:
         if self.record_dir is not None:
-            info = get_worker_info()
+            info = _fire.worker_info()
             record = WorkerInit(
                 t=time.monotonic(),
                 pid=os.getpid(),
@@ -52,6 +52,7 @@ class FaultyWorkerInit:
                 num_workers=0 if info is None else int(info.num_workers),
                 seed=-1 if info is None else int(info.seed),
                 torch_seed=int(torch.initial_seed()),
+                tid=threading.get_native_id(),
             )
             write_init(self.record_dir, record)
         for f in self.faults:

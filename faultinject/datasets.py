@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, IterableDataset, get_worker_info
+from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from faultinject import _fire
 from faultinject.faults import (
@@ -34,7 +35,15 @@ from faultinject.faults import (
 )
 from faultinject.records import Fetch, next_epoch_hint, write_fetch
 
-__all__ = ["SHARD_STRIDE", "EpochTagged", "FaultyDataset", "FaultyIterable", "Tensors", "identity"]
+__all__ = [
+    "SHARD_STRIDE",
+    "EpochIndexed",
+    "EpochSampler",
+    "FaultyDataset",
+    "FaultyIterable",
+    "Tensors",
+    "identity",
+]
 
 # FaultyIterable's item values: shard w yields w * SHARD_STRIDE + k.
 SHARD_STRIDE = 1_000_000
@@ -45,17 +54,37 @@ def identity(index: int) -> int:
     return index
 
 
-class EpochTagged:
-    """An `item` for `FaultyDataset`: index -> `[index, epoch]`, the epoch read from the file
-    `path` when the item is fetched. Whoever drives the loader writes the epoch there before each
-    `iter()`, so a batch handed out in epoch e says which epoch fetched it (stale epochs)."""
+class EpochSampler(Sampler[int]):
+    """The sampler of an epoch-tagged plan: `FaultyDataset(n * epochs, item=EpochIndexed(n))`.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Each `iter()` reads the epoch from the file `path` (whoever drives the loader writes it before
+    each `iter(loader)`) and yields `epoch * n + i` for i in 0..n-1. The sampler runs in the main
+    process when a task is dispatched, so every index says the epoch it was dispatched in: a
+    result of an abandoned epoch is recognisable however late it is fetched.
+    """
+
+    def __init__(self, n: int, path: str | os.PathLike[str]) -> None:
+        self.n = n
         self.path = os.fspath(path)
 
-    def __call__(self, index: int) -> list[int]:
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
         with open(self.path) as f:
-            return [index, int(f.read() or 0)]
+            epoch = int(f.read() or 0)
+        return iter(range(epoch * self.n, (epoch + 1) * self.n))
+
+
+class EpochIndexed:
+    """An `item` for `FaultyDataset` under an `EpochSampler(n, ...)`: index -> `[index % n,
+    index // n]`, the item and the epoch its task was dispatched in."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, index: int) -> list[int]:
+        return [index % self.n, index // self.n]
 
 
 class Tensors:
@@ -83,6 +112,8 @@ class _Faulty:
     record_dir: str | None
     state_dir: str | None
     cost_s: float
+    home_pid: int  # the process that built the dataset: a Die never fires there
+    home_tid: int  # the thread that built it: a fetch elsewhere is a worker's (`_fire.in_worker`)
 
     def _setup(
         self,
@@ -93,6 +124,8 @@ class _Faulty:
     ) -> None:
         self.faults = tuple(faults)
         self.cost_s = float(cost_s)
+        self.home_pid = os.getpid()
+        self.home_tid = threading.get_ident()
         self.record_dir = None if record_dir is None else os.fspath(record_dir)
         if self.record_dir is not None:
             os.makedirs(self.record_dir, exist_ok=True)
@@ -111,7 +144,8 @@ class _Faulty:
             return
         hint = next_epoch_hint(self.record_dir, index) if event == "fetch" else -1
         wid = _fire.worker_id()
-        fetch = Fetch(time.monotonic(), os.getpid(), wid, index, hint, event=event, k=k)
+        tid = threading.get_native_id()
+        fetch = Fetch(time.monotonic(), os.getpid(), wid, index, hint, event=event, k=k, tid=tid)
         write_fetch(self.record_dir, fetch)
 
     def _fault_record(self, name: str, index: int, k: int | None) -> None:
@@ -125,8 +159,11 @@ class _Faulty:
         matches all); `index` is what the records call the item.
         """
         wid = _fire.worker_id()
-        for f in self.faults:
-            if isinstance(f, SkewWorker) and f.worker_id == wid:
+        skews = [f for f in self.faults if isinstance(f, SkewWorker)]
+        if skews and wid is None and _fire.in_worker(self.home_pid, self.home_tid):
+            wid = _fire.ordinal(self.state_dir or self.record_dir)  # a worker without worker info
+        for f in skews:
+            if f.worker_id == wid:
                 time.sleep(f.seconds)
         self._record(index, k)
         if self.cost_s > 0:
@@ -142,11 +179,15 @@ class _Faulty:
 
     def _before(self, f: Fault, index: int, k: int | None) -> None:
         if isinstance(f, Die) and f.point == "before_fetch":
-            if _fire.may_fire_here(f) and _fire.claim_once(self.state_dir, f, k):
+            if _fire.may_fire_here(f, self.home_pid, self.home_tid) and _fire.claim_once(
+                self.state_dir, f, k
+            ):
                 self._fault_record("Die:before_fetch", index, k)
                 _fire.fire_die(f)
         elif isinstance(f, Hang):
-            if _fire.may_fire_here(f) and _fire.claim_once(self.state_dir, f, k):
+            if _fire.may_fire_here(f, self.home_pid, self.home_tid) and _fire.claim_once(
+                self.state_dir, f, k
+            ):
                 self._fault_record("Hang", index, k)
                 _fire.fire_hang(f)
         elif isinstance(f, Sleep):
@@ -165,7 +206,7 @@ class _Faulty:
             return UnpicklableItem(index)
         if isinstance(f, Raise) and f.point == "in_collate":
             _fire.arm_collate(f.at)  # once-only is claimed by collate, where it fires
-        if not isinstance(f, Die) or not _fire.may_fire_here(f):
+        if not isinstance(f, Die) or not _fire.may_fire_here(f, self.home_pid, self.home_tid):
             return item
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Die:after_fetch", index, k)
@@ -264,7 +305,7 @@ class FaultyIterable(_Faulty, IterableDataset):
         return [w * SHARD_STRIDE + k for w in shards for k in range(self.shard_lengths[w])]
 
     def __iter__(self) -> Iterator[Any]:
-        info = get_worker_info()
+        info = _fire.worker_info()
         if info is None:
             shards = self.shards_of(None, 1)
         else:

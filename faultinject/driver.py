@@ -49,6 +49,7 @@ __all__ = [
     "Leave",
     "Plan",
     "Run",
+    "describe",
     "drive",
     "flat",
     "run",
@@ -57,6 +58,9 @@ __all__ = [
 # How long the driver waits for what a correct loader does at once (workers gone after a drop, a
 # fetch to start): the suite's MUST bound, 3 x torch's 5 s status-check interval.
 MUST_BOUND_S = 15.0
+# How long after iter() a plan that kills the loader's process before any next() waits for a
+# first fetch before it makes the first next() itself (workers started lazily, see `lazy_start`).
+LAZY_START_S = 1.0
 # A constructor that rejects one of torch's arguments (TypeError's own wording, both spellings).
 _UNEXPECTED = re.compile(r"unexpected keyword argument '?(\w+)'?")
 
@@ -87,9 +91,10 @@ class Await:
 class Plan:
     """What the user does with a loader. Picklable (it travels to the sandbox child).
 
-    The dataset is `FaultyDataset(n, faults)` (items: the index; `[index, epoch]` with
-    `tag_epochs`; `item(index)` if given), or `FaultyIterable(shards, faults)` when `shards` is
-    set; every fetch takes `cost_s`. `kwargs` are the loader's constructor arguments. `leave`
+    The dataset is `FaultyDataset(n, faults)` (items: the index; `item(index)` if given), or
+    `FaultyIterable(shards, faults)` when `shards` is set; every fetch takes `cost_s`. With
+    `tag_epochs` every item is `[index, epoch it was dispatched in]` (an `EpochSampler` is passed
+    as the loader's `sampler`). `kwargs` are the loader's constructor arguments. `leave`
     maps an epoch to how the user leaves it early; `before_leave` is awaited first.
     `kill_worker_after`: after that many batches of epoch 0, SIGKILL the live worker with the
     lowest pid (after `before_kill`).
@@ -101,7 +106,10 @@ class Plan:
     `fd_headroom`: the file descriptors the loader's process may still open (RLIMIT_NOFILE is
     set that far above those open when the loader is built, whatever the harness inherited).
     `setup` / `teardown`: module-level callables run in the child before the loader is built /
-    after it was dropped (an accelerator, a tracer).
+    after it was dropped (an accelerator, a tracer). `loaders`: build, iterate and drop that many
+    loaders one after the other (epochs are numbered on across them; each `loader_dropped` event
+    says how many fds the process then had open). `render`: a batch event's value is the batch
+    `flat` (plain values) or as its `structure` (`describe`: types and nesting kept).
     """
 
     n: int = 8
@@ -129,6 +137,21 @@ class Plan:
     in_thread: bool = False
     setup: Callable[[], Any] | None = None
     teardown: Callable[[], Any] | None = None
+    loaders: int = 1
+    render: Literal["flat", "structure"] = "flat"
+
+    def argument_names(self) -> set[str]:
+        """The names of the loader's constructor arguments the driver passes: `kwargs`, and what
+        the plan adds (a collate_fn or worker_init_fn carrying faults, an `EpochSampler`)."""
+        names = set(self.kwargs)
+        points = {getattr(f, "point", None) for f in self.faults}
+        if "in_collate" in points:
+            names.add("collate_fn")
+        if "in_worker_init" in points or self.record_inits:
+            names.add("worker_init_fn")
+        if self.tag_epochs:
+            names.add("sampler")
+        return names
 
     @property
     def uses_records(self) -> bool:
@@ -156,6 +179,33 @@ def flat(batch: Any) -> list[Any]:
     if batch is None or isinstance(batch, int | float | str | bool):
         return [batch]
     return [repr(batch)]
+
+
+def describe(batch: Any) -> Any:
+    """A batch as plain data that keeps its structure and types: a tensor as `{"tensor": values,
+    "dtype": name}`, a tuple as `{"tuple": [...]}`, a dict as `{"dict": [[key, value], ...]}` (keys
+    sorted), a list as a list, bytes as their length; plain values as they are, anything else as
+    its type name and repr. Two batches are the same batch when their descriptions are equal."""
+    if isinstance(batch, torch_tensor_type()):
+        return {"tensor": batch.tolist(), "dtype": str(batch.dtype).removeprefix("torch.")}
+    if isinstance(batch, tuple):
+        return {"tuple": [describe(x) for x in batch]}
+    if isinstance(batch, list):
+        return [describe(x) for x in batch]
+    if isinstance(batch, Mapping):
+        return {"dict": [[k, describe(batch[k])] for k in sorted(batch, key=repr)]}
+    if isinstance(batch, bytes | bytearray):
+        return f"<{len(batch)} bytes>"
+    if batch is None or isinstance(batch, int | float | str | bool):
+        return batch
+    return {type(batch).__name__: repr(batch)}
+
+
+def torch_tensor_type() -> type:
+    """`torch.Tensor`, imported on first use (the driver itself does not need torch)."""
+    import torch
+
+    return torch.Tensor
 
 
 def _tagged(batch: Any) -> list[tuple[int, int]]:
@@ -222,9 +272,16 @@ def _workers() -> list[int]:
 class _Driver:
     """One plan, played in the sandbox child."""
 
-    def __init__(self, loader_cls: type, plan: Plan, record_dir: str | None) -> None:
+    def __init__(
+        self,
+        loader_cls: type,
+        plan: Plan,
+        record_dir: str | None,
+        linger_by_type: Mapping[str, float] | None = None,
+    ) -> None:
         self.cls = loader_cls
         self.plan = plan
+        self.linger_by_type = dict(linger_by_type or {})
         self.record_dir = record_dir if plan.uses_records or plan.record_inits else None
         self.watch: records.RecordWatch | None = None
         self.held: Any = _NoHold()
@@ -250,26 +307,30 @@ class _Driver:
     # ---- building
 
     def dataset(self) -> Any:
-        from faultinject.datasets import EpochTagged, FaultyDataset, FaultyIterable
+        from faultinject.datasets import EpochIndexed, FaultyDataset, FaultyIterable
 
         plan = self.plan
         mine = tuple(f for f in plan.faults if getattr(f, "point", None) != "in_worker_init")
         common: dict[str, Any] = {"cost_s": plan.cost_s, "record_dir": self.record_dir}
         if plan.shards is not None:
             return FaultyIterable(plan.shards, mine, **common)
-        item = plan.item
-        if plan.tag_epochs and self.epoch_file is not None:
-            item = EpochTagged(self.epoch_file)
-        if item is not None:
-            common["item"] = item
+        if plan.tag_epochs:
+            # Index epoch * n + i is item i dispatched in that epoch (EpochSampler).
+            epochs = plan.epochs * plan.loaders
+            return FaultyDataset(plan.n * epochs, mine, item=EpochIndexed(plan.n), **common)
+        if plan.item is not None:
+            common["item"] = plan.item
         return FaultyDataset(plan.n, mine, **common)
 
     def kwargs(self) -> dict[str, Any]:
         """The loader's arguments, with the faults that fire in collate or worker_init put in
         wrappers around the user's own functions."""
         from faultinject import collate, worker_init
+        from faultinject.datasets import EpochSampler
 
         out = dict(self.plan.kwargs)
+        if self.plan.tag_epochs and self.epoch_file is not None:
+            out["sampler"] = EpochSampler(self.plan.n, self.epoch_file)
         in_collate = [f for f in self.plan.faults if getattr(f, "point", None) == "in_collate"]
         if in_collate:
             out["collate_fn"] = collate(*in_collate, base=out.get("collate_fn"))
@@ -288,18 +349,30 @@ class _Driver:
         """The loader, or None when its constructor refused the configuration (noted)."""
         start = time.monotonic()
         try:
-            return self.cls(self.dataset(), **self.kwargs())
+            loader = self.cls(self.dataset(), **self.kwargs())
         except NotImplementedError as exc:
             reason = str(exc) or f"{type(exc).__name__} from the constructor"
         except TypeError as exc:
             # Python's own words for a keyword the constructor does not take, naming one the
             # plan passed; any other TypeError is the loader's error, not a refusal.
             unexpected = _UNEXPECTED.search(str(exc))
-            if unexpected is None or unexpected.group(1) not in self.plan.kwargs:
+            if unexpected is None or unexpected.group(1) not in self.plan.argument_names():
                 raise
             reason = loaders.MSG_UNSUPPORTED_ARG.format(name=unexpected.group(1))
+        else:
+            self.built(loader, start)
+            return loader
         self.event(None, "refused", start, reason)
         return None
+
+    def built(self, loader: Any, start: float) -> None:
+        """Note the type of what the constructor returned (a factory may build another class),
+        and take the leak wait the harness chose for that type, if any."""
+        ref = f"{type(loader).__module__}:{type(loader).__qualname__}"
+        linger = self.linger_by_type.get(ref)
+        if linger is not None:
+            sandbox.set_linger(linger)
+        self.event(None, "built", start, ref, linger_s=linger)
 
     # ---- waiting and outside faults
 
@@ -312,13 +385,30 @@ class _Driver:
         )
         self.event(epoch, "awaited", start, ok)
 
+    def lazy_start(self, it: Any) -> None:
+        """A loader that starts its workers at the first next() (SPDL's, grain's) has fetched
+        nothing after iter(): if no fetch began within `LAZY_START_S`, make that next() in a
+        daemon thread (it blocks, as the user's would), so the workers reach the state the plan
+        awaits before the loader's process is killed."""
+        if self.watch is None or self.watch.wait_count(1, LAZY_START_S):
+            return
+
+        def first_next() -> None:
+            with contextlib.suppress(Exception):
+                next(it)
+
+        threading.Thread(target=first_next, name="faultinject-first-next", daemon=True).start()
+
     def kill_one_worker(self, epoch: int) -> None:
-        """SIGKILL the live worker with the lowest pid, found as a psutil child."""
+        """SIGKILL the live worker with the lowest pid, found as a psutil child, and wait
+        (bounded, not reaping) until it has exited: the user's next call comes after the death,
+        not while the process is still on its way out."""
         self.worker_killed = True
         self.awaited(epoch, self.plan.before_kill)
         pids = sorted(_workers())
         if pids:
             processes.kill(pids[:1], signal.SIGKILL)
+            processes.wait_gone(pids[:1], MUST_BOUND_S)
         self.event(epoch, "killed", time.monotonic(), pids[:1])
 
     def alive_after_drop(self, epoch: int) -> None:
@@ -345,7 +435,12 @@ class _Driver:
         return self.batch(epoch, start, batch)
 
     def batch(self, epoch: int, start: float, batch: Any) -> dict:
-        value = _tagged(batch) if self.plan.tag_epochs else flat(batch)
+        if self.plan.tag_epochs:
+            value: Any = _tagged(batch)
+        elif self.plan.render == "structure":
+            value = describe(batch)
+        else:
+            value = flat(batch)
         extra = {}
         if callable(getattr(batch, "is_pinned", None)):
             extra["pinned"] = bool(batch.is_pinned())
@@ -413,6 +508,8 @@ class _Driver:
             if leave is not None and leave.after == (
                 taken if leave.counting == "batches" else calls
             ):
+                if leave.how == "kill_parent" and calls == 0 and plan.before_leave:
+                    self.lazy_start(it)
                 self.awaited(epoch, plan.before_leave)
                 if leave.how == "kill_parent":
                     self.event(epoch, "kill_parent", time.monotonic())
@@ -449,6 +546,7 @@ class _Driver:
         if plan.setup is not None:
             plan.setup()
         _start_mp_helpers(plan.kwargs.get("multiprocessing_context"))
+        loaders.start_process_helpers(self.cls)
         if self.record_dir is not None:
             self.watch = records.RecordWatch(self.record_dir)
         with contextlib.ExitStack() as stack:
@@ -462,36 +560,48 @@ class _Driver:
         if plan.teardown is not None:
             plan.teardown()
 
+    def fd_limit(self) -> contextlib.AbstractContextManager[Any]:
+        """RLIMIT_NOFILE `fd_headroom` above the fds open now (nothing without `fd_headroom`)."""
+        if self.plan.fd_headroom is None:
+            return contextlib.nullcontext()
+        return nofile(len(os.listdir("/proc/self/fd")) + self.plan.fd_headroom)
+
     def play(self) -> None:
         plan = self.plan
         sandbox.mark_baseline()  # the set-up above (helpers, the record watch) is not a leak
-        limit: Any = contextlib.nullcontext()
-        if plan.fd_headroom is not None:
-            limit = nofile(len(os.listdir("/proc/self/fd")) + plan.fd_headroom)
-        with limit:
-            loader = self.construct()
-            if loader is None:
-                return
-            if plan.len_of_loader:
-                start = time.monotonic()
-                try:
-                    self.event(None, "len", start, len(loader))
-                except TypeError as exc:
-                    self.error(None, start, exc, at="len")
-            for epoch in range(plan.epochs):
-                self.epoch(loader, epoch)
-        # Out of the fd limit: dropping the loader and the leak count need descriptors.
-        start = time.monotonic()
-        del loader
-        gc.collect()
-        self.event(None, "loader_dropped", start)
+        step = max(plan.epochs, 1)
+        for first in range(0, plan.loaders * step, step):
+            with self.fd_limit():
+                loader = self.construct()
+                if loader is None:
+                    return
+                if plan.len_of_loader:
+                    start = time.monotonic()
+                    try:
+                        self.event(None, "len", start, len(loader))
+                    except TypeError as exc:
+                        self.error(None, start, exc, at="len")
+                for epoch in range(first, first + plan.epochs):
+                    self.epoch(loader, epoch)
+            # Out of the fd limit: dropping the loader and the leak count need descriptors.
+            start = time.monotonic()
+            del loader
+            gc.collect()
+            self.event(None, "loader_dropped", start, fds=len(os.listdir("/proc/self/fd")))
 
 
-def drive(loader: type | str, plan: Plan, record_dir: str | None = None) -> None:
+def drive(
+    loader: type | str,
+    plan: Plan,
+    record_dir: str | None = None,
+    linger_by_type: Mapping[str, float] | None = None,
+) -> None:
     """The sandbox target: play `plan` against `loader` (a class, or its `"pkg.mod:Class"`);
-    the events go to the harness as notes. `record_dir`: where the dataset's records go."""
+    the events go to the harness as notes. `record_dir`: where the dataset's records go;
+    `linger_by_type`: the leak wait for loaders of these types (`"module:Class"` of what the
+    constructor returned), instead of the run's."""
     cls = loaders.resolve(loader) if isinstance(loader, str) else loader
-    driver = _Driver(cls, plan, record_dir)
+    driver = _Driver(cls, plan, record_dir, linger_by_type)
     if not plan.in_thread:
         driver.run()
         return
@@ -525,6 +635,7 @@ class Run:
     fetches: list[records.Fetch] = field(default_factory=list)
     inits: list[records.WorkerInit] = field(default_factory=list)
     refused: str | None = None
+    leak_note: str = ""  # why the leak wait was not the usual one (set by whoever chose it)
 
     def of(self, epoch: int | None = 0, kind: str | None = None) -> list[dict[str, Any]]:
         """Events of `epoch` (None: all, the loader's own included), of `kind` (None: all), in
@@ -567,6 +678,7 @@ def run(
     start: Literal["fork", "spawn"] = "fork",
     orphan_grace_s: float = 1.0,
     linger_s: float = MUST_BOUND_S,
+    linger_by_type: Mapping[str, float] | None = None,
 ) -> Run:
     """Play `plan` against `loader` in a sandbox; never raises for anything the loader does.
 
@@ -578,12 +690,16 @@ def run(
         orphan_grace_s: how long workers left when the child ended may take to exit (a
             parent-death plan times their exits over it: `report.orphan_exit_s`).
         linger_s: how long the loader's processes may take to exit after the scenario ended.
+        linger_by_type: `linger_s` for loaders of these types (`"module:Class"` of what the
+            constructor returned: the `built` event's value).
 
     Raises:
         faultinject.sandbox.SandboxError: the sandbox could not start (e.g. a local class).
     """
     cls = loaders.resolve(loader) if isinstance(loader, str) else loader
-    why = loaders.unsupported(cls, dict(plan.kwargs), dataset=_probe_dataset(plan))
+    # The arguments the plan adds (a collate_fn carrying faults, a sampler) count too.
+    added = dict.fromkeys(plan.argument_names() - set(plan.kwargs))
+    why = loaders.unsupported(cls, {**added, **plan.kwargs}, dataset=_probe_dataset(plan))
     if why:
         return Run(plan, None, refused=why)
     record_dir = tempfile.mkdtemp(prefix="faultinject-run-")
@@ -593,6 +709,7 @@ def run(
             loader if start == "spawn" else cls,
             plan,
             record_dir,
+            linger_by_type,
             deadline_s=deadline_s,
             start=start,
             orphan_grace_s=orphan_grace_s,

@@ -11,28 +11,47 @@ required, and nothing here reads a loader's private state:
   raises `NotImplementedError(reason)` for such a configuration says the same thing later.
 * `workers_die_with: "iterator" | "loader"`: what must be dropped for the workers to stop
   (torch's loader: the iterator; torchdata's StatefulDataLoader keeps its iterator: the loader).
+* `loaderspec_workers: "processes" | "threads" | "none"` (or a classmethod returning one): what
+  the loader's workers are.
+* `loaderspec_process_helpers(cls) -> None` (a classmethod): start what the loader keeps for the
+  whole life of the process, shared by all its instances (grain's shared-memory deletion thread
+  pool): the harness calls it before it takes the leak baseline, so these are not counted as
+  a loader's leak while whatever each loader leaves still is.
 
 `unsupported(cls, kwargs)` also answers for loaders that declare nothing, from the constructor's
-signature: an argument of torch's that the constructor does not take is named.
+signature: an argument of torch's that the constructor does not take is named. `workers(cls)`
+answers for loaders that declare nothing by watching one small epoch (`probe_workers`): where the
+dataset's fetches ran, read off the fetch records (`pid`, `tid`), decides.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 __all__ = [
+    "WORKER_KINDS",
     "LoaderRefError",
+    "WorkerKind",
     "WorkersDieWith",
+    "probe_workers",
     "ref_of",
     "resolve",
     "split",
+    "start_process_helpers",
     "unsupported",
+    "workers",
     "workers_die_with",
 ]
 
 WorkersDieWith = Literal["iterator", "loader"]
+# What a loader's workers are: child processes (torch's, a pool's, hand-rolled ones), threads of
+# the loader's own process, or none visible (the data is loaded in the thread that calls next()).
+WorkerKind = Literal["processes", "threads", "none"]
+WORKER_KINDS: tuple[WorkerKind, ...] = ("processes", "threads", "none")
+MSG_BAD_KIND = "{ref}.loaderspec_workers is {value!r}; it must be one of " + ", ".join(WORKER_KINDS)
 
 FIX = (
     "give an importable class as 'package.module:Class' or 'package.module.Class', "
@@ -115,6 +134,13 @@ def ref_of(loader: str | type) -> str:
     return ref
 
 
+def start_process_helpers(loader_cls: type) -> None:
+    """Start the process-wide helpers the loader declares (`loaderspec_process_helpers`)."""
+    start = getattr(loader_cls, "loaderspec_process_helpers", None)
+    if callable(start):
+        start()
+
+
 def workers_die_with(loader_cls: type) -> WorkersDieWith:
     """What must be dropped for the loader's workers to stop (default: the iterator)."""
     return getattr(loader_cls, "workers_die_with", "iterator")
@@ -142,3 +168,47 @@ def unsupported(loader_cls: type, kwargs: dict[str, Any], dataset: Any = None) -
             return str(reason)
     name = _refused_argument(loader_cls, kwargs)
     return None if name is None else MSG_UNSUPPORTED_ARG.format(name=name)
+
+
+def _declared_workers(loader_cls: type) -> WorkerKind | None:
+    declared = getattr(loader_cls, "loaderspec_workers", None)
+    value = declared() if callable(declared) else declared
+    if value is None:
+        return None
+    if value not in WORKER_KINDS:
+        ref = f"{loader_cls.__module__}.{loader_cls.__qualname__}"
+        raise LoaderRefError(MSG_BAD_KIND.format(ref=ref, value=value))
+    return cast(WorkerKind, value)
+
+
+def probe_workers(loader_cls: type) -> WorkerKind:
+    """Watch one small epoch (4 items, `num_workers=2`) of `loader_cls` in a sandbox and say where
+    its fetches ran: in other processes, in other threads of the loader's process, or in the
+    thread that called `next()`. A loader that refuses the configuration, or fetches nothing,
+    is taken to have processes (torch's shape; the cases then say what they need)."""
+    from faultinject.driver import Plan, run
+
+    plan = Plan(n=4, records=True, kwargs={"num_workers": 2, "batch_size": 1})
+    r = run(loader_cls, plan, deadline_s=60.0, linger_s=1.0)
+    fetches = [f for f in r.fetches if f.event == "fetch"]
+    if r.report is None or not fetches:
+        return "processes"
+    home = r.report.pid  # the loader's process; its main thread's id is its pid (Linux)
+    if any(f.pid != home for f in fetches):
+        return "processes"
+    return "none" if all(f.tid == home for f in fetches) else "threads"
+
+
+@functools.cache
+def _probed(loader_cls: type) -> WorkerKind:
+    return probe_workers(loader_cls)
+
+
+def workers(loader_cls: type) -> WorkerKind:
+    """What `loader_cls`'s workers are: its `loaderspec_workers` declaration, else what one small
+    epoch showed (`probe_workers`, once per class and process).
+
+    Raises:
+        LoaderRefError: the class declares a kind that is not one of `WORKER_KINDS`.
+    """
+    return _declared_workers(loader_cls) or _probed(loader_cls)

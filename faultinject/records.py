@@ -9,7 +9,8 @@ just before a fault fires, `event == "fault"` with `fault` naming it. Fields: `t
 processes and with the harness's own `time.monotonic()`), `pid`, `worker_id` (None in the main
 process), `index` (map-style: the dataset index; iterable: the item value), `epoch_hint` (how
 many times this `index` was fetched before, by any process sharing the dir; -1 on other events),
-`k` (the item's position in its shard, iterable only) and `fault`. `faultinject.worker_init`
+`k` (the item's position in its shard, iterable only), `fault` and `tid` (the native id of the
+thread that wrote it: a thread-based loader's workers share one pid). `faultinject.worker_init`
 writes one `WorkerInit` per worker start to `init-<pid>.jsonl`.
 
 `RecordWatch(record_dir)` waits, bounded and without polling, until the records say something
@@ -57,12 +58,14 @@ class Fetch:
     event: str = "fetch"
     fault: str | None = None
     k: int | None = None
+    tid: int | None = None
 
 
 @dataclass(frozen=True)
 class WorkerInit:
     """What a worker saw when its `worker_init_fn` ran: `worker_init_fn`'s argument, torch's
-    `get_worker_info()` (id, num_workers, seed) and `torch.initial_seed()`."""
+    `get_worker_info()` (id, num_workers, seed), `torch.initial_seed()` and the thread's native
+    id."""
 
     t: float
     pid: int
@@ -71,6 +74,7 @@ class WorkerInit:
     num_workers: int
     seed: int
     torch_seed: int
+    tid: int | None = None
 
 
 def _poke(record_dir: str | os.PathLike[str]) -> None:
@@ -119,7 +123,11 @@ def read_fetches(
 
 def read_inits(record_dir: str | os.PathLike[str]) -> list[WorkerInit]:
     """Every `WorkerInit` recorded in `record_dir`, ordered by time."""
-    inits = [WorkerInit(**rec) for rec in _jsonl.read_all(record_dir, "init-*.jsonl")]
+    fields = set(WorkerInit.__dataclass_fields__)
+    inits = [
+        WorkerInit(**{k: v for k, v in rec.items() if k in fields})
+        for rec in _jsonl.read_all(record_dir, "init-*.jsonl")
+    ]
     return sorted(inits, key=lambda i: (i.t, i.pid))
 
 

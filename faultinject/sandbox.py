@@ -47,11 +47,20 @@ import psutil
 
 from faultinject import _child, _wire, processes
 
-__all__ = ["SandboxError", "SandboxReport", "kill_self", "mark_baseline", "note", "run"]
+__all__ = [
+    "SandboxError",
+    "SandboxReport",
+    "kill_self",
+    "mark_baseline",
+    "note",
+    "run",
+    "set_linger",
+]
 
 kill_self = _child.kill_self
 note = _child.note
 mark_baseline = _child.mark_baseline
+set_linger = _child.set_linger
 
 Outcome = Literal["returned", "raised", "deadline", "killed"]
 
@@ -87,9 +96,11 @@ class SandboxReport:
     orphan_exit_s: pid -> seconds from the child's death to that process's exit, for every
         session member alive when the child ended (None: still alive after `orphan_grace_s`).
     leaked_shm: /dev/shm entries created during the run, named with a pid of the sandbox's
-        process tree (torch's `torch_<pid>_...`), still there after reaping; removed afterwards
-        unless `run(..., remove_leaked_shm=False)`.
-    unattributed_shm: other new /dev/shm entries (no pid in the name: may be another test's).
+        process tree (torch's `torch_<pid>_...`) or seen mapped or open in one of its processes
+        (`/proc/<pid>/maps`, `/proc/<pid>/fd`: Python's `psm_<hex>`, whose name has no pid),
+        still there after reaping; removed afterwards unless `run(..., remove_leaked_shm=False)`.
+    unattributed_shm: other new /dev/shm entries (neither named with a pid of the run nor seen
+        in use by it: may be another test's).
     leaked_fds, leaked_threads: opened / started by the target and still open / alive at its end.
     lingering: processes the target started that were still alive `linger_s` after it returned
         (multiprocessing's helpers aside); they were then left to the child's exit and the orphan
@@ -203,6 +214,25 @@ def _shm_entries() -> set[str]:
         return set()
 
 
+def _shm_users(pids: list[int]) -> set[str]:
+    """Names of the /dev/shm entries that processes `pids` hold open or map."""
+    prefix = f"{SHM_DIR}/"
+    out: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if link.startswith(prefix):
+                        out.add(link[len(prefix) :].removesuffix(" (deleted)"))
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/maps") as maps:
+            for line in maps:
+                at = line.find(prefix)
+                if at >= 0:
+                    out.add(line[at + len(prefix) :].rstrip("\n").removesuffix(" (deleted)"))
+    return out
+
+
 # A pid in a /dev/shm name is a whole token of digits (torch's `torch_<pid>_<n>_<k>`), never
 # digits inside a random hex token (Python's `psm_51aeb826`, whose 51 or 826 may be any pid).
 _INT = re.compile(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])")
@@ -214,12 +244,18 @@ _INT = re.compile(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])")
 class _Run:
     """One sandbox run, harness side. Holds the pipes, the child and what was seen."""
 
-    def __init__(self, deadline_s: float, startup_s: float, orphan_grace_s: float) -> None:
+    def __init__(
+        self, deadline_s: float, startup_s: float, orphan_grace_s: float, linger_s: float
+    ) -> None:
         self.deadline_s = deadline_s
         self.startup_s = startup_s
         self.orphan_grace_s = orphan_grace_s
+        self.linger_s = linger_s
+        self.returned_at: float | None = None
         self.reader = _wire.Reader()
         self.seen: dict[int, psutil.Process] = {}
+        self.shm_known: set[str] = set()  # /dev/shm entries at the start or at a last look
+        self.shm_used: set[str] = set()  # new /dev/shm entries a process of the run used
         self.watch: dict[int, int] = {}  # pid -> pidfd, opened on kill_self
         self.started_at: float | None = None
         self.result: tuple | None = None
@@ -288,6 +324,12 @@ class _Run:
             if pid not in self.seen:
                 with contextlib.suppress(psutil.Error):
                     self.seen[pid] = psutil.Process(pid)
+        # Who uses /dev/shm entries is read only when a new one appeared (cheap otherwise): a
+        # name without a pid is the run's when one of its processes maps it or holds it open.
+        now = _shm_entries()
+        if now - self.shm_known:
+            self.shm_known |= now
+            self.shm_used |= _shm_users([*self.seen, self.pid])
 
     def _handle(self, msg: tuple) -> None:
         kind = msg[0]
@@ -303,6 +345,8 @@ class _Run:
                 os.write(self.ack_w, b"k")
         elif kind == "note":
             self.notes.append(msg[2])
+        elif kind == "returned":
+            self.returned_at = time.monotonic()
         elif kind == "result":
             self.result = msg
             self.result_at = time.monotonic()
@@ -321,6 +365,10 @@ class _Run:
     def _deadline(self) -> float:
         if self.started_at is None:
             return self.t0 + self.startup_s
+        if self.returned_at is not None:
+            # The target is done: what is left is its measuring (linger_s) and the child's exit.
+            after = self.returned_at + self.linger_s + _REAP_S
+            return max(self.started_at + self.deadline_s, after)
         return self.started_at + self.deadline_s
 
     def wait(self) -> bool:
@@ -402,8 +450,10 @@ def run(
     Args:
         target: a module-level callable (it is pickled by reference); its return value is
             pickled back.
-        deadline_s: seconds the target (and the child's exit after it) may take, counted from the
-            moment the target is called.
+        deadline_s: seconds the target may take, counted from the moment it is called; the
+            leak count after it (up to `linger_s`) and the child's exit are bounded apart
+            (`linger_s` + 5 s after the target returned), so a target that returned in time
+            never reads as past its deadline because of what it left behind.
         orphan_grace_s: how long processes left when the child ended may take to exit on their
             own before they count as leftovers (the run returns as soon as all have exited).
         start: "fork" (fast; a copy of this process; the child ends with `os._exit`, so the
@@ -431,7 +481,8 @@ def run(
         msg = f"sandbox.run: cannot pickle the target or its arguments: {exc!r}"
         raise SandboxError(msg) from exc
     shm_before = _shm_entries()
-    r = _Run(deadline_s, startup_s, orphan_grace_s)
+    r = _Run(deadline_s, startup_s, orphan_grace_s, linger_s)
+    r.shm_known = set(shm_before)
     with processes.subreaper():
         r.start(job, start)
         # Hold SIGCHLD in the harness until the sandbox's processes are reaped: a loader's
@@ -481,7 +532,9 @@ def _finish(r: _Run, exited: bool, shm_before: set[str], remove_shm: bool) -> Sa
         _after_exit(r, report)
     report.notes = r.notes
     report.seen_pids = sorted(r.seen)
-    report.leaked_shm, report.unattributed_shm = _new_shm(shm_before, set(r.seen) | {r.pid})
+    report.leaked_shm, report.unattributed_shm = _new_shm(
+        shm_before, set(r.seen) | {r.pid}, r.shm_used
+    )
     if remove_shm:
         for name in report.leaked_shm:
             with contextlib.suppress(OSError):
@@ -558,8 +611,9 @@ def _parent_outside(p: psutil.Process, session: set[int]) -> bool:
         return False
 
 
-def _new_shm(before: set[str], pids: set[int]) -> tuple[list[str], list[str]]:
-    """New /dev/shm entries, split into those named with one of `pids` and the others."""
+def _new_shm(before: set[str], pids: set[int], used: set[str]) -> tuple[list[str], list[str]]:
+    """New /dev/shm entries, split into the run's (named with one of `pids`, or in `used`: seen
+    mapped or open by one of its processes) and the others."""
     new = sorted(_shm_entries() - before)
-    mine = [n for n in new if any(int(m) in pids for m in _INT.findall(n))]
+    mine = [n for n in new if n in used or any(int(m) in pids for m in _INT.findall(n))]
     return mine, [n for n in new if n not in mine]

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Await, Die, Grade, checks, kwargs, play
+from conformance.harness import (
+    NO_WORKER_TO_KILL,
+    Await,
+    Die,
+    Grade,
+    checks,
+    kwargs,
+    needs_worker_processes,
+    play,
+)
 
 PROP = "FailStopAfterWorkerDeath"
 
@@ -19,6 +28,7 @@ def test_next_after_worker_death_raises_promptly(loader_cls: type, grade: Grade)
     RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly')".
     Guards: B1 pytorch/pytorch#16608 (worker-kill tests skipped: "sometimes hangs").
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
@@ -44,6 +54,7 @@ def test_next_after_idle_worker_death_does_not_hang(loader_cls: type, grade: Gra
     won't hang when getting from a queue."
     Guards: A7 pytorch/pytorch#27278, #16608 (CI hangs in test_proper_exit after worker kill).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     runs = []
     for _ in range(IDLE_DEATH_RUNS):  # a run past its deadline fails the case at once
         runs.append(

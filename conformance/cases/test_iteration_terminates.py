@@ -13,9 +13,11 @@ from conformance.harness import (
     Hang,
     Raise,
     RaiseUnrebuildable,
+    Run,
     Tensors,
     Unpicklable,
     checks,
+    hang_s,
     kwargs,
     play,
 )
@@ -32,6 +34,11 @@ def _expect_error_in_turn(grade: Grade, got: list[dict], position: int, pattern:
         grade.fail(PROP, f"an error matching {pattern!r}", text[:300])
 
 
+def _first_error(r: Run) -> dict | None:
+    errors = r.of(0, "error")
+    return errors[0] if errors else None
+
+
 @pytest.mark.quick
 @pytest.mark.spec_property(PROP)
 def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> None:
@@ -44,7 +51,7 @@ def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> N
     r = play(
         loader_cls,
         n=8,
-        faults=(Hang(2),),
+        faults=(Hang(2, hang_s(loader_cls)),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
     got = r.calls()
@@ -59,8 +66,8 @@ def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> N
 def test_error_is_raised_in_turn_and_iteration_continues(
     loader_cls: type, grade: Grade, where: str
 ) -> None:
-    """A ValueError in __getitem__ or collate_fn is re-raised in its batch's turn, naming the
-    worker, and the other batches still come, in order, then StopIteration.
+    """A ValueError in __getitem__ or collate_fn is re-raised as a ValueError in its batch's turn,
+    naming the worker, and the other batches still come, in order, then StopIteration.
 
     Property: IterationTerminates. Seed (worker loop): "data = ExceptionWrapper(where=f'in
     DataLoader worker process {worker_id}')", re-raised by "_process_data".
@@ -75,7 +82,8 @@ def test_error_is_raised_in_turn_and_iteration_continues(
         kwargs=kwargs(2, 2, batch_size=2),
     )
     got = r.calls()
-    _expect_error_in_turn(grade, got, 2, r"ValueError.*boom-5")
+    _expect_error_in_turn(grade, got, 2, r"boom-5")
+    checks.raised(grade, got[2], "ValueError", "boom-5", PROP)
     if "worker" not in str(got[2]["value"]).lower():
         grade.fail(PROP, "the error names the worker", str(got[2]["value"])[:300])
     expected = [[0, 1], [2, 3], [6, 7], [8, 9], [10, 11]]
@@ -102,12 +110,14 @@ def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: G
     kinds = [e["kind"] for e in r.calls()]
     if kinds != ["error"] * 5 + ["stop"]:
         grade.fail(PROP, "5 errors then StopIteration", f"{kinds}")
+    for error in r.of(0, "error"):
+        checks.raised(grade, error, "ValueError", "always", PROP)
     checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP)
 def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
-    """worker_init_fn raises in worker 0: next() raises that ValueError, never hangs.
+    """worker_init_fn raises in worker 0: next() raises that ValueError (its own type), never hangs.
 
     Property: IterationTerminates. Seed (worker loop): "init_exception = ExceptionWrapper(where=
     f'in DataLoader worker process {worker_id}')".
@@ -120,9 +130,7 @@ def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
         max_errors=3,
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    errors = r.of(0, "error")
-    if not errors or "init-boom" not in str(errors[0]["value"]):
-        grade.fail(PROP, "an error carrying 'init-boom'", f"{[e['value'] for e in errors]}")
+    checks.raised(grade, _first_error(r), "ValueError", "init-boom", PROP)
     checks.nothing_left(grade, r)
 
 
@@ -196,4 +204,46 @@ def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade:
         grade.fail(PROP, f"an error matching {clear!r}", str(errors[0]["value"])[:300])
     if not errors and len(r.batches()) != 4:
         grade.fail(PROP, "4 batches or a clear error", f"{len(r.batches())} batches, no error")
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "ExactlyOnce")
+def test_timeout_bounds_each_next_not_the_epoch(loader_cls: type, grade: Grade) -> None:
+    """timeout=2.5 and a slow but healthy epoch (every batch within about 0.4 s, the epoch
+    about 3.2 s): no timeout error, every batch.
+
+    Property: IterationTerminates. Seed (DataLoader docs): timeout is "the timeout value for
+    collecting a batch from workers", one next() at a time.
+    Guards: B4 pytorch/pytorch#21554 (timeout semantics: a stuck batch, not a long epoch).
+    """
+    r = play(
+        loader_cls,
+        n=32,
+        cost_s=0.2,
+        kwargs=kwargs(2, 2, batch_size=2, timeout=2.5),
+    )
+    expected = [[i, i + 1] for i in range(0, 32, 2)]
+    if r.of(0, "error") or r.batches() != expected:
+        errors = [e["value"] for e in r.of(0, "error")]
+        grade.fail(PROP, f"{expected} and no error", f"{r.batches()}, errors {errors}")
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+def test_iterable_epoch_ends_promptly_after_its_last_item(loader_cls: type, grade: Grade) -> None:
+    """IterableDataset, 3 workers with 2, 3 and 1 items, cheap: no next() after the first, the
+    final StopIteration included, waits for an exhausted worker.
+
+    Property: IterationTerminates (bounded: 15 s MUST, 0.5 s SHOULD). Seed (worker loop): an
+    exhausted worker sends "_IterableDatasetStopIteration" and the main process stops asking
+    it ("_mark_worker_as_unavailable"); nothing waits for it to exit before the epoch ends.
+    Guards: D4 pytorch PR #19228 (exhausted workers retired while the others go on), A2
+    pytorch/pytorch#39570 (a join timeout waited out per worker).
+    """
+    r = play(loader_cls, shards=(2, 3, 1), kwargs=kwargs(3, 2, batch_size=1))
+    calls = r.calls()
+    if not r.of(0, "stop"):
+        grade.fail("ExactlyOnce", "the epoch to end in StopIteration", f"{r.last()}")
+    slowest = max((e["dt"] for e in calls[1:]), default=0.0)
+    grade.bounded(PROP, "slowest_next_after_first_s", slowest, "next() of a cheap epoch")
     checks.nothing_left(grade, r)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Grade, checks, kwargs, play
+from conformance.harness import Grade, Hang, checks, kwargs, play
 
 PROP = "NoDeliveryAfterShutdown"
 
@@ -38,4 +38,33 @@ def test_exhausted_iterator_keeps_raising_stopiteration(
         grade.fail(PROP, "StopIteration on each of 3 later next() calls", f"{after}")
     if r.batches() != [[0, 1], [2, 3], [4, 5]]:
         grade.fail("ExactlyOnce", "[[0, 1], [2, 3], [4, 5]]", f"{r.batches()}")
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "IterationTerminates")
+def test_nothing_is_handed_out_after_a_timeout(loader_cls: type, grade: Grade) -> None:
+    """timeout=1 and a fetch that takes 2.5 s: next() raises "timed out"; the three next() calls
+    after it raise too (or end the epoch), and never hand out a batch, not even the late one.
+
+    Property: NoDeliveryAfterShutdown. Seed (spec, MainTimeout): "`timeout` expired: raise,
+    fail-stop" (the iterator is shut down, like after a worker's death).
+    Guards: B4 pytorch/pytorch#21554 (after the timeout error the loader went on with workers
+    in an unknown state).
+    """
+    r = play(
+        loader_cls,
+        n=8,
+        faults=(Hang(2, 2.5),),
+        calls_after_error=3,
+        max_errors=3,
+        kwargs=kwargs(2, 2, batch_size=1, timeout=1),
+    )
+    calls = r.calls()
+    first = next((i for i, e in enumerate(calls) if e["kind"] == "error"), None)
+    if first is None or "timed out" not in str(calls[first]["value"]):
+        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['kind'] for e in calls]}")
+        return
+    after = [e["value"] for e in calls[first + 1 :] if e["kind"] == "batch"]
+    if after:
+        grade.fail(PROP, "no batch after the timeout error", f"batches {after}")
     checks.nothing_left(grade, r)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Die, Grade, checks, kwargs, play
+from conformance.harness import MUST_BOUND_S, Die, Grade, checks, kwargs, play, workers
+from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
+from conformance.harness.schedules import DEADLINE_S, Schedule, judge, schedules
 
 PROP = "NoSilentLoss"
 
@@ -53,3 +55,62 @@ def test_iterable_epoch_does_not_end_quietly_after_worker_death(
     items = {k for k in range(3)} | {1_000_000 + k for k in range(8)}
     checks.no_silent_loss(grade, r, items)
     checks.nothing_left(grade, r)
+
+
+ALL_MUSTS = (
+    "NoDuplicateDelivery",
+    "InOrderDelivery",
+    "ExactlyOnce",
+    "WorkerDeathRaises",
+    "IterationTerminates",
+    "NoOrphanWorkers",
+    "ShutdownCompletes",
+)
+
+
+def _drawn_faults(loader_cls: type, grade: Grade, examples: int) -> None:
+    def one(schedule: Schedule) -> None:
+        parent_dies = schedule.fault == "parent_kill"
+        r = play(
+            loader_cls,
+            schedule.plan(),
+            deadline_s=DEADLINE_S,
+            parent_dies=parent_dies,
+            orphan_grace_s=MUST_BOUND_S if parent_dies else 1.0,
+            leaks=False,
+            skip_refused=False,
+        )
+        judge(grade, schedule, played(r))
+
+    last = check_drawn(schedules(workers(loader_cls)), one, examples=examples, shrink_s=0)
+    if last.fault != "parent_kill":
+        checks.nothing_left(grade, play(loader_cls, last.plan(), deadline_s=DEADLINE_S))
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP, *ALL_MUSTS)
+def test_drawn_fault_schedules_keep_every_must(loader_cls: type, grade: Grade) -> None:
+    """A few drawn fault schedules (a worker killed in a fetch, in collate, idle or blocked
+    writing; a hang with a timeout; a raise; the loader's process killed; at a drawn item of a
+    drawn epoch): every MUST property the run can show holds on each.
+
+    Property: NoSilentLoss, and the other MUSTs (no duplicate, order, the death's error, the
+    timeout's error, no orphan, nothing left). Seed (NOTE, 3): "we must ensure that each process
+    will exit even the process that should send/receive data to/from it were killed" - at any
+    point, not only at the hand-picked ones. The failing schedule is printed as a Plan to replay.
+    Guards: B1 pytorch PR #11985 (faults at any point of the protocol), A7
+    pytorch/pytorch#27278 (hangs found only by repeated runs).
+    """
+    _drawn_faults(loader_cls, grade, QUICK_EXAMPLES + 1)
+
+
+@pytest.mark.spec_property(PROP, *ALL_MUSTS)
+def test_more_drawn_fault_schedules_keep_every_must(loader_cls: type, grade: Grade) -> None:
+    """More drawn fault schedules than the quick selection plays: every MUST property holds on
+    each (as in test_drawn_fault_schedules_keep_every_must).
+
+    Property: NoSilentLoss and the other MUSTs. Seed (NOTE, 3): each process exits whoever
+    was killed.
+    Guards: B1 pytorch PR #11985, A7 pytorch/pytorch#27278.
+    """
+    _drawn_faults(loader_cls, grade, MORE_EXAMPLES)

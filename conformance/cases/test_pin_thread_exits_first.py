@@ -24,9 +24,7 @@ def test_pinned_batches_and_clean_shutdown_after_break(
     Guards: A1 pytorch/pytorch#81794 (pin + persistent: ~5 s stall per worker at exit), F2
     pytorch/pytorch#21554 part 2 (main hangs joining the pin thread).
     """
-    why = accelerator.missing()
-    if why:
-        pytest.skip(why)
+    accelerator.require()
     r = play(
         loader_cls,
         n=12,

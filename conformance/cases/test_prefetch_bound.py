@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Grade, Leave, checks, play
+from conformance.harness import Grade, Leave, Run, checks, play
 
 PROP = "PrefetchBound"
 STEPS = 6  # batches consumed, slowly
@@ -31,6 +31,10 @@ def test_fetches_never_run_ahead_of_consumption_by_more_than_the_window(
         pause_s=0.2,
         kwargs={"num_workers": workers, "prefetch_factor": prefetch, "batch_size": 1},
     )
+    _check_window(grade, r)
+
+
+def _check_window(grade: Grade, r: Run) -> None:
     for step in r.of(0, "paused"):
         bound = step["consumed"] + step["window"]
         if step["value"] > bound:
@@ -42,3 +46,23 @@ def test_fetches_never_run_ahead_of_consumption_by_more_than_the_window(
     if len(r.of(0, "paused")) != STEPS:
         grade.fail(PROP, f"{STEPS} batches consumed", f"{[e['kind'] for e in r.calls()]}")
     checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_iterable_fetches_never_run_ahead_of_the_window(loader_cls: type, grade: Grade) -> None:
+    """IterableDataset, 2 workers with long shards, a slow consumer: after c batches were taken,
+    at most c + prefetch_factor * num_workers items have been read from the shards.
+
+    Property: PrefetchBound. Seed (worker loop): a worker reads its shard only when it gets an
+    index ("index_queue.get"), and the main process sends at most prefetch_factor * num_workers.
+    Guards: G2 pytorch/pytorch#25691 (memory in flight grows with read-ahead), D4 pytorch PR
+    #19228 (iterable workers fed by tasks, like map-style ones).
+    """
+    r = play(
+        loader_cls,
+        shards=(15, 15),
+        leave={0: Leave("drop", STEPS)},
+        pause_s=0.2,
+        kwargs={"num_workers": 2, "prefetch_factor": 2, "batch_size": 1},
+    )
+    _check_window(grade, r)

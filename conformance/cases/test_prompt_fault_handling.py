@@ -2,14 +2,25 @@
 exit within 0.5 s (torch's 5 s status-check interval is allowed, as NON-STRICT).
 
 The shutdown and orphan figures are graded where they are measured (test_shutdown_completes,
-test_no_orphan_workers); this file measures the report of a death while the main process waits.
+test_no_orphan_workers); this file measures the report of a death while the main process waits,
+and how long a batch already made waits to be handed out.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Die, Grade, Sleep, checks, kwargs, play
+from conformance.harness import (
+    Die,
+    Grade,
+    Leave,
+    SkewWorker,
+    Sleep,
+    checks,
+    kwargs,
+    needs_worker_processes,
+    play,
+)
 
 PROP = "PromptFaultHandling"
 BUSY_S = 0.3  # how long the worker works on the item before it dies
@@ -25,6 +36,7 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
     on main process, which checks if any of the workers fail in the (Python) handler."
     Guards: B1 pytorch PR #11985 (worker death noticed only by a periodic check).
     """
+    needs_worker_processes(loader_cls, "a worker thread cannot die on its own")
     r = play(
         loader_cls,
         n=4,
@@ -40,4 +52,36 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
         max(0.0, errors[0]["dt"] - BUSY_S),
         "worker death raised from a waiting next()",
     )
+    checks.nothing_left(grade, r)
+
+
+SLOW_START_S = 1.5  # worker 1 takes this long over each fetch
+
+
+@pytest.mark.spec_property(PROP, "IterationTerminates")
+def test_first_batch_does_not_wait_for_a_slow_worker(loader_cls: type, grade: Grade) -> None:
+    """Worker 1 is slow (1.5 s per fetch): the first batch is handed out as soon as it is made,
+    not once the other workers' batches are too.
+
+    Property: PromptFaultHandling (measured: 0.5 s SHOULD; the latency of a batch already made;
+    no spec property of its own yet). Seed (dataloader.py, _next_data): next() returns task
+    "rcvd_idx" the moment its data is in, whatever else is outstanding.
+    Guards: pytorch/pytorch#75147 (first-batch latency after the workers start), D6 pytorch PR
+    #14611 (in-order delivery held up behind a slow batch).
+    """
+    r = play(
+        loader_cls,
+        n=8,
+        faults=(SkewWorker(1, SLOW_START_S),),
+        records=True,
+        leave={0: Leave("drop", 1)},
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    first = r.first("batch")
+    made = [f.t for f in r.fetches if f.event == "fetched" and f.index == 0]
+    if first is None or not made:
+        grade.fail("IterationTerminates", "item 0 made and handed out", f"{r.last()}")
+        return
+    latency = max(0.0, first["t"] - made[0])
+    grade.bounded("IterationTerminates", "first_batch_latency_s", latency, "the first batch")
     checks.nothing_left(grade, r)

@@ -5,7 +5,21 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Await, Grade, Hang, Leave, checks, kwargs, play, shutdown_s
+from conformance.harness import (
+    EVERY,
+    Await,
+    Die,
+    Grade,
+    Hang,
+    Leave,
+    Run,
+    accelerator,
+    checks,
+    hang_s,
+    kwargs,
+    play,
+    shutdown_s,
+)
 
 PROP = "ShutdownCompletes"
 
@@ -62,17 +76,29 @@ def test_stuck_worker_is_terminated_at_shutdown(loader_cls: type, grade: Grade) 
     _shutdown_workers): "in case that we unfortunately reach here ... we kill the worker."
     Guards: A2 pytorch/pytorch#39570 -> PR #39869 (join with a timeout, then terminate).
     """
+    _drop_with_a_stuck_worker(loader_cls, grade, "shutdown with a stuck worker")
+
+
+def _drop_with_a_stuck_worker(
+    loader_cls: type, grade: Grade, what: str, pin_memory: bool = False
+) -> None:
+    """Drop the iterator after 2 batches while a worker is hung in item 5's fetch: nothing
+    left, and the shutdown bounded (15 s MUST, 0.5 s SHOULD)."""
     r = play(
         loader_cls,
         n=20,
-        faults=(Hang(5),),
+        faults=(Hang(5, hang_s(loader_cls)),),
         before_leave=Await("fetch", index=5),
         leave={0: Leave("drop", 2)},
-        kwargs=kwargs(2, 2, batch_size=1),
+        setup=accelerator.load if pin_memory else None,
+        kwargs=kwargs(2, 2, batch_size=1, **({"pin_memory": True} if pin_memory else {})),
     )
+    _shutdown_graded(loader_cls, grade, r, what)
+
+
+def _shutdown_graded(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
     checks.nothing_left(grade, r)
-    took = shutdown_s(loader_cls, r)
-    grade.bounded(PROP, "shutdown_s", took, "shutdown with a stuck worker")
+    grade.bounded(PROP, "shutdown_s", shutdown_s(loader_cls, r), what)
 
 
 @pytest.mark.spec_property(PROP, "IterationTerminates")
@@ -86,10 +112,128 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
     r = play(
         loader_cls,
         n=8,
-        faults=(Hang(2),),
+        faults=(Hang(2, hang_s(loader_cls)),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
     errors = r.of(0, "error")
     if not errors or "timed out" not in str(errors[0]["value"]):
         grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['value'] for e in errors]}")
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+def test_dropping_an_iterator_with_large_results_in_flight_is_prompt(
+    loader_cls: type, grade: Grade
+) -> None:
+    """Every item is bigger than a pipe and nobody reads the workers' results: dropping the
+    iterator still stops every worker at once.
+
+    Property: ShutdownCompletes (bounded: 15 s MUST, 0.5 s SHOULD). Seed (NOTE, worker b):
+    "we call `data_queue.cancel_join_thread()` in worker ... which would otherwise block
+    forever on flushing" the result queue at exit.
+    Guards: C2 GaTech-RL2/EgoVerse#682 (workers blocked writing large samples), A2
+    pytorch/pytorch#39570 (a join that waits for such a worker).
+    """
+    r = play(
+        loader_cls,
+        n=8,
+        faults=(Die(EVERY, signal=None, point="blocked_put"),),
+        # Item 0 was handed out; items 1 and 2 are made and being written, unread.
+        before_leave=Await("fetched", count=3),
+        leave={0: Leave("drop", 1)},
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    _shutdown_graded(loader_cls, grade, r, "shutdown with results in flight")
+
+
+# Every fetch takes this long: a worker that ignores the done event starts its next queued fetch
+# about this long after shutdown began; one that obeys it started its last fetch before (a fetch
+# seen LATE_S after the drop began is no race of a fetch begun just before it).
+FETCH_S = 0.6
+LATE_S = 0.4
+
+
+@pytest.mark.spec_property(PROP)
+def test_workers_fetch_nothing_once_shutdown_began(loader_cls: type, grade: Grade) -> None:
+    """Slow fetches with tasks queued at every worker: once the iterator is dropped, no worker
+    starts another fetch.
+
+    Property: ShutdownCompletes (the NOTE's done event; no spec property of its own yet). Seed
+    (NOTE, worker a): "the workers will not process data after the done event is set" ("keep
+    continuing until get [the final signal], and skip the processing steps").
+    Guards: A4 pytorch PR #9655 (workers went on through every queued batch before they quit;
+    the done event stops them).
+    """
+    r = play(
+        loader_cls,
+        n=40,
+        cost_s=FETCH_S,
+        # Worker 0's next fetch has just started; every worker has more tasks queued.
+        before_leave=Await("fetch", index=2),
+        leave={0: Leave("drop", 1)},
+        kwargs=kwargs(2, 4, batch_size=1),
+    )
+    dropped = r.first("dropped")
+    if dropped is None:
+        grade.fail(PROP, "the iterator dropped after one batch", f"{r.last()}")
+        return
+    began = dropped["t"] - dropped["dt"]
+    late = sorted(f.index for f in r.fetches if f.event == "fetch" and f.t > began + FETCH_S / 2)
+    if late:
+        grade.fail(
+            PROP,
+            "no fetch started once shutdown began",
+            f"items {late} fetched {FETCH_S / 2:g} s or more after the iterator was dropped",
+        )
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "PinThreadExitsFirst", "PromptFaultHandling")
+def test_stuck_worker_with_the_pin_thread_is_terminated_at_shutdown(
+    loader_cls: type, grade: Grade
+) -> None:
+    """pin_memory=True and a worker hung inside __getitem__: dropping the iterator stops the pin
+    thread and terminates the worker, promptly.
+
+    Property: ShutdownCompletes (bounded: 15 s MUST, 0.5 s SHOULD). Seed (NOTE, main process):
+    "pin_memory_thread_done_event.set() ... then join the pin thread", before the workers are
+    joined with a timeout and terminated.
+    Guards: F2 pytorch/pytorch#21554 part 2 (main hangs joining the pin thread after stuck
+    workers), pytorch/pytorch#24927 (the loader stuck inside pin_memory).
+    """
+    accelerator.require()
+    _drop_with_a_stuck_worker(
+        loader_cls, grade, "shutdown with a stuck worker and the pin thread", pin_memory=True
+    )
+
+
+LOADERS = 4
+
+
+@pytest.mark.spec_property(PROP)
+def test_fd_count_stays_flat_across_persistent_pinned_loaders(
+    loader_cls: type, grade: Grade
+) -> None:
+    """Four loaders one after the other, each with persistent workers and pin_memory=True, two
+    epochs each: after each is dropped, the process has as many file descriptors open as after
+    the first.
+
+    Property: ShutdownCompletes. Seed (dataloader.py, _shutdown_workers): "If we are using
+    workers_status with persistent_workers we have to shut it down because the worker is
+    paused"; every queue is closed.
+    Guards: E2 pytorch PR #72269 (pytorch#91252: persistent + pin memory, fds and shm left
+    after each loader).
+    """
+    accelerator.require()
+    r = play(
+        loader_cls,
+        n=6,
+        epochs=2,
+        loaders=LOADERS,
+        setup=accelerator.load,
+        kwargs=kwargs(2, 2, batch_size=2, pin_memory=True, persistent_workers=True),
+    )
+    fds = [e["fds"] for e in r.of(None, "loader_dropped")]
+    if len(fds) != LOADERS or len(set(fds)) != 1:
+        grade.fail(PROP, f"the same fd count after each of {LOADERS} loaders", f"{fds}")
     checks.nothing_left(grade, r)

@@ -3,9 +3,23 @@ process raise."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
-from conformance.harness import EVERY, Await, Die, Grade, checks, kwargs, play
+from conformance.harness import (
+    EVERY,
+    NO_WORKER_TO_KILL,
+    Await,
+    Die,
+    Grade,
+    Sleep,
+    accelerator,
+    checks,
+    kwargs,
+    needs_worker_processes,
+    play,
+)
 
 PROP = "WorkerDeathRaises"
 
@@ -20,6 +34,7 @@ def test_worker_killed_before_fetch_raises(loader_cls: type, grade: Grade, in_or
     on main process, which checks if any of the workers fail".
     Guards: B1 pytorch PR #3474 / #11985 (a segfaulting worker hung the loader).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
@@ -38,6 +53,7 @@ def test_iterable_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     unexpectedly by fatal signals."
     Guards: B1 pytorch PR #15665 (worker death detection for every dataset kind).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         shards=(6, 6),
@@ -56,6 +72,7 @@ def test_worker_killed_in_collate_raises(loader_cls: type, grade: Grade) -> None
     before putting it; dying at either point leaves the task without a result.
     Guards: B1 pytorch PR #11985 (worker killed mid-batch).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
@@ -74,12 +91,15 @@ def test_worker_killed_while_blocked_on_full_pipe_raises(loader_cls: type, grade
     while reading from the pipe, the join will hang forever" (a torn message is not an EOF).
     Guards: C2 GaTech-RL2/EgoVerse#682 (workers blocked writing large samples).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=8,
         faults=(Die(EVERY, signal=None, point="blocked_put"),),
         kill_worker_after=1,
-        before_kill=Await("fetched", index=3),
+        # Item 0 was handed out; its worker's next item (2, round robin) is made and being
+        # written, too big for the pipe (item 1's worker is blocked writing it, unread).
+        before_kill=Await("fetched", index=2),
         kwargs=kwargs(2, 2, batch_size=1),
     )
     checks.death_reported(grade, r)
@@ -94,12 +114,59 @@ def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     raise" after a queue get times out, checking each worker's is_alive().
     Guards: B1 pytorch PR #6606-era test_proper_exit worker paths (idle worker killed).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,
         kill_worker_after=2,
         before_kill=Await("fetched", index=5),
         kwargs=kwargs(2, 2, batch_size=1),
+    )
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP)
+def test_worker_sigtermed_raises(loader_cls: type, grade: Grade) -> None:
+    """A worker that gets SIGTERM inside __getitem__ (not from the loader's own shutdown) makes
+    next() raise an error naming the worker.
+
+    Property: WorkerDeathRaises. Seed (NOTE, 3a): "checks if any of the workers fail in the
+    (Python) handler" - whatever the signal.
+    Guards: I3 pytorch PR #4643 (fixes pytorch/pytorch#4507: SIGTERM handling of workers), B6
+    pytorch/pytorch#43455 (SIGTERM and the SIGCHLD handler).
+    """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
+    r = play(
+        loader_cls,
+        n=12,
+        faults=(Die(5, signal=signal.SIGTERM),),
+        kwargs=kwargs(2, 2, batch_size=1),
+    )
+    checks.death_reported(grade, r)
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+def test_worker_death_while_next_waits_with_the_pin_thread_raises(
+    loader_cls: type, grade: Grade
+) -> None:
+    """pin_memory=True, one worker: it dies while the main process is blocked in next() on its
+    item; next() raises (the pin thread being alive says nothing about the worker).
+
+    Property: WorkerDeathRaises. Seed (dataloader.py, _get_data): "while the pin thread is
+    alive" the main process polls the data queue, and must still check the workers.
+    Guards: B5 pytorch/pytorch#129224 (main waits for ever while the pin thread is alive and
+    the worker has died).
+    """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
+    accelerator.require()
+    r = play(
+        loader_cls,
+        n=4,
+        faults=(Sleep(0, 0.3), Die(0)),
+        setup=accelerator.load,
+        kwargs=kwargs(1, 1, batch_size=1, pin_memory=True),
     )
     checks.death_reported(grade, r)
     checks.nothing_left(grade, r)

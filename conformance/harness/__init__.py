@@ -3,7 +3,9 @@
 A case builds a `Plan` (faultinject's driver: a faulty dataset, the loader's arguments, the
 user's moves), plays it against the loader under test with `play` (SKIP when the loader cannot
 express the configuration, FAIL on a hang), and grades what the user saw with the suite's
-property checks (`checks`) or its own comparisons, through the `grade` fixture (`Grade`).
+property checks (`checks`) or its own comparisons, through the `grade` fixture (`Grade`). What
+the loader's workers are (`workers`: processes, threads, none visible) decides whether a case
+applies (`needs_worker_processes`) and how long a hung fetch lasts (`hang_s`).
 Faults are faultinject's (`faultinject.faults`). See docs/conformance.md, "Writing a case".
 """
 
@@ -11,7 +13,17 @@ from __future__ import annotations
 
 from conformance.harness import accelerator, checks
 from conformance.harness.grading import MUST_BOUND_S, SHOULD_BOUND_S, Grade
-from conformance.harness.scenario import DEADLINE_S, kwargs, play, shutdown_s
+from conformance.harness.scenario import (
+    DEADLINE_S,
+    NO_WORKER_TO_KILL,
+    THREAD_HANG_S,
+    hang_s,
+    kwargs,
+    needs_worker_processes,
+    play,
+    shutdown_s,
+    workers,
+)
 from faultinject.datasets import Tensors
 from faultinject.driver import Await, Leave, Plan, Run
 from faultinject.faults import (
@@ -29,7 +41,9 @@ __all__ = [
     "DEADLINE_S",
     "EVERY",
     "MUST_BOUND_S",
+    "NO_WORKER_TO_KILL",
     "SHOULD_BOUND_S",
+    "THREAD_HANG_S",
     "Await",
     "Die",
     "Grade",
@@ -45,7 +59,10 @@ __all__ = [
     "Unpicklable",
     "accelerator",
     "checks",
+    "hang_s",
     "kwargs",
+    "needs_worker_processes",
     "play",
     "shutdown_s",
+    "workers",
 ]

@@ -26,6 +26,7 @@ __all__ = [
     "no_silent_loss",
     "nothing_left",
     "orphans_exit",
+    "raised",
     "slowest_later_next",
 ]
 
@@ -83,7 +84,8 @@ def nothing_left(grade: Grade, r: Run) -> None:
             return
     left = leaks(r)
     if left:
-        grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left)
+        note = f" ({r.leak_note})" if r.leak_note else ""
+        grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left + note)
         return
     drops = [e["dt"] for e in r.of(None) if e["kind"] in ("dropped", "loader_dropped")]
     slowest = max(drops, default=0.0)
@@ -126,6 +128,17 @@ def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str]
             "an error that names the dead worker (the word 'worker' or its pid)",
             errors[0]["value"],
         )
+
+
+def raised(grade: Grade, call: dict[str, Any] | None, exc_type: str, text: str, prop: str) -> None:
+    """`prop`: the `next()` result `call` is an error of type `exc_type` (the type the user
+    catches, as recorded, not read off the message: "RuntimeError: Caught ValueError ..." is a
+    RuntimeError) whose message contains `text`."""
+    if call is None or call["kind"] != "error":
+        grade.fail(prop, f"{exc_type} carrying {text!r}", f"{call and call['kind']}")
+        return
+    if call["type"] != exc_type or text not in str(call["value"]):
+        grade.fail(prop, f"{exc_type} carrying {text!r}", str(call["value"])[:300])
 
 
 def _after_first_error(r: Run) -> list[dict[str, Any]] | None:

@@ -22,6 +22,7 @@ __all__ = [
     "page",
     "report_html",
     "report_markdown",
+    "slowest",
     "write_json",
     "write_report",
 ]
@@ -39,6 +40,12 @@ def counts(cases: list[dict[str, Any]]) -> dict[str, int]:
     for case in cases:
         out[case["outcome"]] = out.get(case["outcome"], 0) + 1
     return out
+
+
+def slowest(cases: list[dict[str, Any]], k: int = 5) -> str:
+    """The `k` slowest cases of a run, one line ("" for none): where a run's time went."""
+    timed = sorted(cases, key=lambda c: -c.get("duration_s", 0.0))[:k]
+    return ", ".join(f"{c['case']} {c.get('duration_s', 0.0):.1f} s" for c in timed)
 
 
 def _figures(case: dict[str, Any], sep: str = "=") -> str:
@@ -105,6 +112,8 @@ def report_markdown(results: dict[str, Any]) -> str:
         ),
         " · ".join(f"**{k}** {v}" for k, v in c.items()),
         "",
+        f"Slowest cases: {slowest(results['cases'])}.",
+        "",
         *([_verdict(results), ""] if results.get("verdict") else []),
         "| case | properties | level | outcome | figures | detail |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -136,7 +145,8 @@ def report_html(results: dict[str, Any]) -> str:
     head = ["case", "properties", "level", "outcome", "figures", "detail"]
     body = (
         f"<p>from {html.escape(results['loader_source'])}, run {html.escape(results['started'])}"
-        f"</p><p>{summary}</p><p>{html.escape(_verdict(results))}</p>" + _table(head, rows)
+        f"</p><p>{summary}</p><p>Slowest cases: {html.escape(slowest(results['cases']))}</p>"
+        f"<p>{html.escape(_verdict(results))}</p>" + _table(head, rows)
     )
     return page(f"Conformance report: {results['loader']}", body)
 

@@ -5,29 +5,96 @@ judge becomes the case's outcome here, once for every case: a loader that cannot
 configuration is a SKIP with its reason; a scenario still running at its deadline is a FAIL of
 the case's MUST property, naming the last events and how long nothing more happened; a scenario
 that raised outside the loader's calls, or a loader process that died on its own, fails the case.
+
+What the loader's workers are (`workers`: processes, threads, or none visible) decides whether a
+case applies: `needs_worker_processes` SKIPs a case that needs a worker process to kill or to
+outlive its parent, with the reason; `hang_s` is how long a hung fetch lasts (for ever in a
+process, which shutdown can terminate; `THREAD_HANG_S` in a thread, which nothing can stop).
+
+Leak waits: after a scenario the sandbox gives what the loader left up to `LEAK_WAIT_S` (the MUST
+bound) to go away. Once a loader type has left something that long, it has shown it leaks, and
+its later scenarios wait `LEAK_WAIT_AFTER_LEAK_S`: a loader that leaks at every shutdown still
+gets its report in minutes (each case still FAILs on what is left, naming the shorter wait).
+`play(..., leaks=False)` waits for nothing: for the many examples of a Hypothesis case, whose
+leaks one full-wait replay checks (`conformance.harness.drawn`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import pytest
 
-from conformance.harness.grading import fail
+from conformance.harness.grading import MUST_BOUND_S, fail
 from faultinject import loaders
 from faultinject.driver import Plan, Run, run
 
-__all__ = ["DEADLINE_S", "kwargs", "play", "shutdown_s"]
+__all__ = [
+    "DEADLINE_S",
+    "LEAK_WAIT_AFTER_LEAK_S",
+    "LEAK_WAIT_S",
+    "NO_WORKER_TO_KILL",
+    "THREAD_HANG_S",
+    "hang_s",
+    "kwargs",
+    "needs_worker_processes",
+    "play",
+    "shutdown_s",
+    "workers",
+]
 
-DEADLINE_S = 30.0  # per scenario: 2 x the 15 s MUST bound; a correct loader needs a few seconds
+DEADLINE_S = 20.0  # per scenario: the 15 s MUST bound and a margin; a correct loader needs a few s
+LEAK_WAIT_S = MUST_BOUND_S
+LEAK_WAIT_AFTER_LEAK_S = 1.0
+# A hung fetch in a thread worker lasts this long: nothing can stop a thread, and one left hanging
+# would count as a leak. Shorter than LEAK_WAIT_S, so a correct loader's abandoned thread ends
+# (and is joined) before the leak count; a shutdown that waits it out is graded NON-STRICT.
+THREAD_HANG_S = 4.0
+FOREVER_S = 3600.0
+
+# Loader types (as constructed: the "built" event) that left something behind after LEAK_WAIT_S,
+# and the case that showed it.
+_LEAKED: dict[str, str] = {}
+
+_KINDS = {"threads": "thread workers", "none": "a loader with no visible workers"}
+# Why a case that kills a worker does not apply to thread workers.
+NO_WORKER_TO_KILL = "a worker thread cannot be killed without killing the loader's process"
+
+
+def workers(loader_cls: type) -> loaders.WorkerKind:
+    """What the loader's workers are (`faultinject.loaders.workers`: declared, else observed)."""
+    return loaders.workers(loader_cls)
+
+
+def needs_worker_processes(loader_cls: type, why: str) -> None:
+    """SKIP the running case unless the loader's workers are processes: "not applicable to
+    thread workers: `why`"."""
+    kind = workers(loader_cls)
+    if kind != "processes":
+        pytest.skip(f"not applicable to {_KINDS[kind]}: {why}")
+
+
+def hang_s(loader_cls: type) -> float:
+    """How long a `Hang` lasts in this loader's workers (see the module docstring)."""
+    return FOREVER_S if workers(loader_cls) == "processes" else THREAD_HANG_S
+
+
+def _left_something(r: Run) -> bool:
+    report = r.report
+    return report is not None and bool(
+        report.lingering or report.zombies or report.leaked_threads or report.leaked_fds
+    )
 
 
 def _deadline_passed(r: Run, deadline_s: float, must: str) -> None:
     done = ", ".join(e["kind"] for e in r.events[-5:]) or "nothing"
     assert r.report is not None
-    # Event times are CLOCK_MONOTONIC in the child, the same clock as here.
-    waited = time.monotonic() - r.events[-1]["t"] if r.events else r.report.elapsed_s
+    # Event times are CLOCK_MONOTONIC in the child, the same clock as here; some events (a
+    # prefetch window's step records) carry no time.
+    timed = [e["t"] for e in r.events if "t" in e]
+    waited = time.monotonic() - timed[-1] if timed else r.report.elapsed_s
     fail(
         must,
         f"the scenario to end within {deadline_s:g} s",
@@ -44,6 +111,8 @@ def play(
     must: str = "IterationTerminates",
     parent_dies: bool = False,
     orphan_grace_s: float = 1.0,
+    leaks: bool = True,
+    skip_refused: bool = True,
     **fields: Any,
 ) -> Run:
     """Play `plan` (or `Plan(**fields)`) against `loader_cls` in a sandbox and return the `Run`.
@@ -51,11 +120,29 @@ def play(
     Skips the case when the loader refuses the configuration (`faultinject.loaders`); fails it
     as a violation of `must` when the scenario outlives `deadline_s`; fails it when the scenario
     raised outside the loader's calls, or when the loader's process died (unless the plan kills
-    it: `parent_dies`).
+    it: `parent_dies`). `leaks=False`: give nothing time to go away after the scenario (its
+    leaks are not to be graded). `skip_refused=False`: a refused configuration returns the
+    `Run` (its `refused` says why) instead of skipping the case.
     """
     plan = Plan(**fields) if plan is None else plan
-    r = run(loader_cls, plan, deadline_s=deadline_s, orphan_grace_s=orphan_grace_s)
+    r = run(
+        loader_cls,
+        plan,
+        deadline_s=deadline_s,
+        orphan_grace_s=orphan_grace_s,
+        linger_s=LEAK_WAIT_S if leaks else 0.0,
+        linger_by_type=dict.fromkeys(_LEAKED, LEAK_WAIT_AFTER_LEAK_S) if leaks else None,
+    )
+    built = r.first("built", epoch=None)
+    if leaks and built is not None:
+        if built["linger_s"] is not None:
+            r.leak_note = f"waited {built['linger_s']:g} s: {_LEAKED[built['value']]}"
+        elif _left_something(r):
+            _LEAKED[built["value"]] = f"it already left the same after {LEAK_WAIT_S:g} s in "
+            _LEAKED[built["value"]] += _current_case()
     if r.refused:
+        if not skip_refused:
+            return r
         pytest.skip(f"the loader refused the configuration: {r.refused}")
     report = r.report
     assert report is not None
@@ -71,6 +158,10 @@ def play(
         )
         pytest.fail(f"the loader's process died ({how})", pytrace=False)
     return r
+
+
+def _current_case() -> str:
+    return os.environ.get("PYTEST_CURRENT_TEST", "an earlier case").rsplit(" ", 1)[0]
 
 
 def shutdown_s(loader_cls: type, r: Run, epoch: int = 0) -> float:

@@ -47,3 +47,11 @@ def test_docs_case_table_is_current() -> None:
     assert catalog.render(page) == page, (
         "run: python -m conformance.catalog --write docs/conformance.md"
     )
+
+
+@pytest.mark.parametrize("prop", [p.name for p in PROPERTIES])
+def test_every_property_is_checked_by_two_scenarios(prop: str) -> None:
+    """A small change of scenario must not let a violation through: two cases at least check
+    each property (each is shown failing on a broken loader: test_conformance_broken.py)."""
+    checking = [name for _, name, props, _, _ in catalog.cases() if prop in props]
+    assert len(checking) >= 2, f"{prop} is checked only by {checking}"

@@ -100,3 +100,84 @@ class LeavesAZombie(_StartsAHelper):
     """Its helper exits at once: a zombie."""
 
     helper = staticmethod(_exit_now)
+
+
+_PROCESS_HELPER: list[Any] = []
+
+
+def _start_process_helper() -> None:
+    """A thread kept for the whole process, shared by every loader (grain's deletion pool)."""
+    import threading
+
+    if not _PROCESS_HELPER:
+        thread = threading.Thread(target=threading.Event().wait, name="process-wide", daemon=True)
+        thread.start()
+        _PROCESS_HELPER.append(thread)
+
+
+class StartsAProcessWideThread(DataLoader):
+    """Its first instance starts a thread that serves the whole process from then on."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _start_process_helper()
+        super().__init__(*args, **kwargs)
+
+
+class DeclaresItsProcessWideThread(StartsAProcessWideThread):
+    """The same, declared: the harness starts the thread before it takes the leak baseline."""
+
+    @classmethod
+    def loaderspec_process_helpers(cls) -> None:
+        _start_process_helper()
+
+
+class FetchesInThreads:
+    """Fetches every item in a thread pool of its own process (a thread-based design)."""
+
+    def __init__(self, dataset: Any, batch_size: int = 1, num_workers: int = 0, **_: Any) -> None:
+        self.dataset, self.workers = dataset, max(num_workers, 1)
+
+    def __iter__(self) -> Any:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(self.workers) as pool:
+            return iter(list(pool.map(self.dataset.__getitem__, range(len(self.dataset)))))
+
+
+class StartsWorkersAtFirstNext(DataLoader):
+    """Starts its workers at the first next(), not at iter() (SPDL's and grain's loaders)."""
+
+    def __iter__(self) -> Any:
+        return _Lazy(lambda: super(StartsWorkersAtFirstNext, self).__iter__())
+
+
+class _Lazy:
+    def __init__(self, start: Any) -> None:
+        self.start, self.it = start, None
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        if self.it is None:
+            self.it = self.start()
+        return next(self.it)
+
+
+class FetchesInTheCaller(FetchesInThreads):
+    """Fetches every item in the thread that iterates it (no workers to see)."""
+
+    def __iter__(self) -> Any:
+        return iter([self.dataset[i] for i in range(len(self.dataset))])
+
+
+class SaysItHasThreads(DataLoader):
+    """Declares what its workers are (whatever they really are)."""
+
+    loaderspec_workers = "threads"
+
+
+class SaysNonsense(DataLoader):
+    """Declares a kind of worker that does not exist."""
+
+    loaderspec_workers = "fibres"

@@ -64,6 +64,31 @@ def leak_shm(name_suffix: str) -> list[str]:
     return [mine, other]
 
 
+_MAPPED: list[object] = []
+
+
+def leak_mapped_shm(name: str) -> str:
+    """Leave a /dev/shm segment whose name has no pid (Python's SharedMemory, as SPDL's), still
+    mapped, with a thread that never ends (so the child lingers while the harness looks)."""
+    from multiprocessing import resource_tracker, shared_memory
+
+    shm = shared_memory.SharedMemory(name=name, create=True, size=4096)
+    resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
+    _MAPPED.append(shm)
+    threading.Thread(target=threading.Event().wait, name="holds-the-segment", daemon=True).start()
+    return name
+
+
+def use_shared_memory_once() -> None:
+    """Create and remove a SharedMemory segment: multiprocessing starts its resource tracker
+    (a process and a pipe to it, kept for the process's life) on the way."""
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(create=True, size=4096)
+    shm.close()
+    shm.unlink()
+
+
 def leak_fd_and_thread() -> str:
     """Open a pipe and start a thread, and return with both still there."""
     r, w = os.pipe()
@@ -160,3 +185,16 @@ def sigchld_held_back() -> dict[str, object]:
 
 def kill_self_now() -> None:
     sandbox.kill_self()
+
+
+def leave_a_thread_for(seconds: float, linger_s: float | None = None) -> None:
+    """Return at once, leaving a thread that ends `seconds` later (with `linger_s`, the target's
+    own leak wait)."""
+    import threading
+    import time
+
+    from faultinject import sandbox
+
+    threading.Thread(target=time.sleep, args=(seconds,), name="ends-later").start()
+    if linger_s is not None:
+        sandbox.set_linger(linger_s)

@@ -6,6 +6,7 @@ import itertools
 import json
 import pickle
 import signal
+import time
 
 import fi_loader_targets as T
 import pytest
@@ -265,6 +266,34 @@ def test_skew_worker_slows_only_that_worker(tmp_path):
     gaps0 = [b - a for a, b in zip(by_worker[0], by_worker[0][1:], strict=False)]
     assert gaps0
     assert min(gaps0) >= 0.15
+
+
+def test_skew_finds_worker_0_among_workers_without_worker_info(tmp_path):
+    """Threads without worker info (torchdata.nodes' mapper) get ordinals in the order they
+    first fetch; the first is worker 0 and only it is slowed."""
+    import threading
+
+    ds = faultinject.FaultyDataset(4, [SkewWorker(0, 0.15)], record_dir=tmp_path)
+    took: dict[int, float] = {}
+    fetched = [threading.Event(), threading.Event()]
+    done = threading.Event()
+
+    def fetch(i: int) -> None:
+        start = time.monotonic()
+        ds[i]
+        took[i] = time.monotonic() - start
+        fetched[i].set()
+        done.wait(10)  # alive until both fetched, as a loader's worker threads are
+
+    threads = [threading.Thread(target=fetch, args=(i,)) for i in range(2)]
+    for i, t in enumerate(threads):  # one after the other: thread i claims ordinal i
+        t.start()
+        assert fetched[i].wait(10)
+    done.set()
+    for t in threads:
+        t.join()
+    ds[2]  # the thread that built the dataset is no worker: never slowed
+    assert took[0] >= 0.15 > took[1]
 
 
 def test_once_fires_in_one_process_only_across_epochs(tmp_path):

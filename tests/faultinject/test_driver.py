@@ -11,8 +11,9 @@ import pytest
 from torch.utils.data import DataLoader
 
 from faultinject import loaders
-from faultinject.driver import Await, Leave, Plan, flat, run
+from faultinject.driver import Await, Leave, Plan, describe, flat, run
 from faultinject.faults import EVERY, Die, Hang, Raise
+from faultinject.plans import parent_dies_while
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
 
@@ -103,6 +104,27 @@ def test_the_parent_killed_while_workers_are_blocked_on_a_full_pipe():
     assert len(r.report.orphan_exit_s) == 2  # each worker timed (torch's stay: None)
 
 
+@pytest.mark.parametrize("state", ["busy", "blocked"])
+def test_the_parent_is_killed_in_state_even_when_workers_start_at_the_first_next(state):
+    """Nothing is fetched after iter(): the driver makes the first next() itself (in a thread),
+    so the workers reach the state before the loader's process is killed."""
+    r = run(L.StartsWorkersAtFirstNext, parent_dies_while(state), deadline_s=60, orphan_grace_s=1.0)
+    assert r.report is not None
+    assert r.report.outcome == "killed", r.report.error
+    assert r.first("awaited")["value"] is True
+    assert len(r.report.orphan_exit_s) == 2
+
+
+def test_a_declared_process_wide_helper_is_started_before_the_leak_baseline():
+    plan = Plan(n=4, kwargs={"num_workers": 0})
+    r = run(L.StartsAProcessWideThread, plan, deadline_s=60, linger_s=0.2)
+    assert r.report is not None
+    assert r.report.leaked_threads == ["process-wide"]  # undeclared: counted
+    r = run(L.DeclaresItsProcessWideThread, plan, deadline_s=60, linger_s=0.2)
+    assert r.report is not None
+    assert r.report.clean, r.report.leftovers()
+
+
 def test_a_declared_unsupported_configuration_is_refused_before_anything_starts():
     plan = Plan(n=4, kwargs={"num_workers": 2, "multiprocessing_context": "spawn"})
     assert loaders.unsupported(L.DeclaresForkOnly, dict(plan.kwargs)) == L.NO_SPAWN
@@ -157,3 +179,29 @@ def test_flat_reads_any_batch_as_plain_values():
     assert flat([torch.tensor([1]), (2, 3)]) == [1, 2, 3]
     assert flat(b"xx") == ["<2 bytes>"]
     assert flat(object())[0].startswith("<object object")
+
+
+def test_structure_many_loaders_and_dispatch_epochs():
+    plan = Plan(n=4, kwargs={**FORK2, "persistent_workers": True}, epochs=2, loaders=2)
+    r = run(DataLoader, plan, deadline_s=60)
+    fds = [e["fds"] for e in r.of(None, "loader_dropped")]
+    assert len(fds) == 2
+    assert r.batches(3) == [[0, 1], [2, 3]]  # loader 2's second epoch
+    assert r.first("built", epoch=None)["value"] == "torch.utils.data.dataloader:DataLoader"
+    r = run(DataLoader, Plan(n=3, kwargs=FORK2, render="structure"), deadline_s=60)
+    assert r.batches()[0] == {"tensor": [0, 1], "dtype": "int64"}
+    tagged = Plan(n=4, kwargs=FORK2, epochs=2, tag_epochs=True, leave={0: Leave("drop", 1)})
+    r = run(DataLoader, tagged, deadline_s=60)
+    assert sorted(r.items(1)) == [(i, 1) for i in range(4)]  # (item, epoch dispatched in)
+
+
+def test_describe_keeps_types_and_nesting():
+    import torch
+
+    batch = {"b": (torch.tensor([1.0]), [b"xy", None]), "a": 3}
+    assert describe(batch) == {
+        "dict": [
+            ["a", 3],
+            ["b", {"tuple": [{"tensor": [1.0], "dtype": "float32"}, ["<2 bytes>", None]]}],
+        ]
+    }

@@ -65,3 +65,12 @@ def test_declarations_and_their_defaults():
         L.NO_SPAWN
     )
     assert loaders.unsupported(L.SwallowsKwargs, {"timeout": 1.0}) is None  # **kwargs: it may
+
+
+def test_what_the_workers_are_is_declared_or_watched():
+    assert loaders.workers(L.SaysItHasThreads) == "threads"  # declared: not watched
+    with pytest.raises(loaders.LoaderRefError, match="fibres"):
+        loaders.workers(L.SaysNonsense)
+    assert loaders.probe_workers(DataLoader) == "processes"
+    assert loaders.probe_workers(L.FetchesInThreads) == "threads"
+    assert loaders.probe_workers(L.FetchesInTheCaller) == "none"

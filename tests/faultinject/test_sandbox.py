@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -85,6 +86,26 @@ def test_leaked_shm_is_attributed_by_pid_and_removed(tmp_path):
         assert os.path.exists(f"/dev/shm/{other}")  # not ours to remove: no pid token in its name
     finally:
         os.unlink(f"/dev/shm/{other}")
+
+
+def test_a_segment_without_a_pid_in_its_name_is_attributed_by_who_maps_it(tmp_path):
+    name = f"psm_fi{tmp_path.name}"[:30]
+    report = sandbox.run(T.leak_mapped_shm, name, deadline_s=10, linger_s=1.0)
+    try:
+        assert report.value == name
+        assert name in report.leaked_shm, (report.leaked_shm, report.unattributed_shm)
+        assert not os.path.exists(f"/dev/shm/{name}")  # removed as the run's
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(f"/dev/shm/{name}")
+
+
+def test_the_resource_tracker_a_target_starts_is_no_leak():
+    """multiprocessing's resource tracker serves the whole process (SPDL's SharedMemory starts
+    it): neither it nor the pipe to it is the target's leak."""
+    report = sandbox.run(T.use_shared_memory_once, deadline_s=10, linger_s=0.5)
+    assert report.outcome == "returned", report.error
+    assert report.clean, report.leftovers()
 
 
 def test_a_target_past_its_deadline_is_killed_with_its_session():
@@ -247,3 +268,17 @@ def test_a_sigchld_handler_in_the_harness_runs_after_the_sandbox_is_reaped():
     assert report.outcome == "killed"
     assert seen  # the SIGCHLD was delivered, after the run
     assert all(report.pid not in zombies for zombies in seen)
+
+
+def test_the_deadline_bounds_the_target_not_the_leak_count_after_it():
+    """A target that returned in time is not past its deadline while the sandbox waits for
+    what it left (a thread that ends 1.5 s later, deadline 0.5 s, linger 3 s)."""
+    report = sandbox.run(T.leave_a_thread_for, 1.5, deadline_s=0.5, linger_s=3.0)
+    assert report.outcome == "returned", report.error
+    assert report.leaked_threads == []
+
+
+def test_the_target_may_choose_a_shorter_leak_wait():
+    report = sandbox.run(T.leave_a_thread_for, 3.0, 0.1, deadline_s=10, linger_s=5.0)
+    assert report.outcome == "returned", report.error
+    assert report.leaked_threads == ["ends-later"]

@@ -13,6 +13,8 @@ import json
 import os
 from typing import Any
 
+from faultinject import loaders
+
 PLAN_ENV = "LOADERSPEC_BROKEN_PLAN"
 NO_PLAN = "broken.dispatch: no broken loader assigned to"  # tests check no case failed on this
 
@@ -34,10 +36,23 @@ def assigned(nodeid: str) -> str:
     raise LookupError(f"{NO_PLAN} {nodeid}")
 
 
+def _assigned_class() -> type:
+    nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
+    return importlib.import_module(f"broken.{assigned(nodeid)}").Loader
+
+
 class Loader:
     """Constructs ``broken.<assigned module>.Loader`` with the arguments it was given."""
 
     def __new__(cls, dataset: Any, **kwargs: Any) -> Any:
-        nodeid = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0]
-        module = importlib.import_module(f"broken.{assigned(nodeid)}")
-        return module.Loader(dataset, **kwargs)
+        return _assigned_class()(dataset, **kwargs)
+
+    @classmethod
+    def loaderspec_workers(cls) -> str:
+        """What the running case's broken loader's workers are (declared or observed)."""
+        return loaders.workers(_assigned_class())
+
+    @classmethod
+    def loaderspec_unsupported(cls, **kwargs: Any) -> str | None:
+        """What the running case's broken loader cannot express."""
+        return loaders.unsupported(_assigned_class(), kwargs)
