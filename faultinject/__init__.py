@@ -3,7 +3,7 @@
 Usable on its own (docs/faultinject.md). The parts:
 
 * `faultinject.faults`: what goes wrong (`Die`, `Hang`, `Sleep`, `Raise`, `RaiseUnrebuildable`,
-  `Unpicklable`, `SkewWorker`).
+  `Unpicklable`, `Unloadable`, `SkewWorker`).
 * `faultinject.datasets`: `FaultyDataset` (map-style) and `FaultyIterable` (uneven shards) carry
   them into the loader's workers; `faultinject.collate(...)` is a collate_fn that can die.
 * `faultinject.records`: which worker fetched what, when (`read_fetches`).
@@ -31,6 +31,8 @@ from faultinject.faults import (
     RaiseUnrebuildable,
     SkewWorker,
     Sleep,
+    Unloadable,
+    UnloadableItem,
     Unpicklable,
     UnpicklableItem,
     UnrebuildableError,
@@ -52,6 +54,8 @@ __all__ = [
     "SandboxReport",
     "SkewWorker",
     "Sleep",
+    "Unloadable",
+    "UnloadableItem",
     "Unpicklable",
     "UnpicklableItem",
     "UnrebuildableError",

@@ -13,14 +13,15 @@ from typing import Any
 from torch.utils.data import default_collate
 
 from faultinject import _fire
-from faultinject.faults import Die, UnpicklableItem
+from faultinject.faults import Die, UnloadableItem, UnpicklableItem
 
 __all__ = ["FaultyCollate", "collate"]
 
 
 class FaultyCollate:
     """Picklable collate_fn: fires its `in_collate` faults, passes batches holding an
-    `UnpicklableItem` or `bytes` through as a list (so the *put* fails or blocks, not collate),
+    `UnpicklableItem`, `UnloadableItem` or `bytes` through as a list (so the *put* fails or
+    blocks, or the loader's read fails, not collate),
     and otherwise calls `base` (torch's `default_collate`)."""
 
     def __init__(
@@ -45,7 +46,7 @@ class FaultyCollate:
                 and _fire.claim_once(self.state_dir, f, None)
             ):
                 _fire.fire_die(f)
-        if any(isinstance(v, UnpicklableItem | bytes) for v in values):
+        if any(isinstance(v, UnpicklableItem | UnloadableItem | bytes) for v in values):
             return values
         return (self.base or default_collate)(batch)
 

@@ -27,6 +27,8 @@ from faultinject.faults import (
     RaiseUnrebuildable,
     SkewWorker,
     Sleep,
+    Unloadable,
+    UnloadableItem,
     Unpicklable,
     UnpicklableItem,
 )
@@ -131,6 +133,9 @@ class _Faulty:
         if isinstance(f, Unpicklable) and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Unpicklable", index, k)
             return UnpicklableItem(index)
+        if isinstance(f, Unloadable) and _fire.claim_once(self.state_dir, f, k):
+            self._fault_record("Unloadable", index, k)
+            return UnloadableItem(index)
         if not isinstance(f, Die) or not _fire.may_fire_here(f):
             return item
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):

@@ -28,6 +28,8 @@ REFERENCE = "reference:DataLoader"
 # short enough that a hang costs little.
 TIMEOUT_S = 1.0
 HANG_S = 30.0  # a hung fetch lasts this long at most; the loader must not wait for it
+# Faults whose item default_collate would reject before the loader ever sends it.
+_PASS_THROUGH_COLLATE = frozenset({"Unpicklable", "Unloadable"})
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,10 @@ def _play_here(schedule: Schedule, loader_ref: str, trace_dir: str | None) -> li
     }
     if not schedule.in_order:
         kwargs["in_order"] = False
+    if any(type(f).__name__ in _PASS_THROUGH_COLLATE for f in schedule.faults):
+        import faultinject
+
+        kwargs["collate_fn"] = faultinject.collate()  # the put or the read fails, not collate
     loader = cls(dataset_of(schedule), **kwargs)
     epochs: list[Epoch] = []
     for e in range(schedule.epochs):

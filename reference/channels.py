@@ -10,7 +10,9 @@ know the protocol or what the messages mean.
 A torn message is not a clean EOF (CPython's ``connection.py``): a worker killed mid-send leaves a
 partial message whose read fails with EOF; the pipe is dropped, and the worker's sentinel (ready
 because the process ended) reports the death. Before an exit is reported, whatever the worker
-finished sending is read, so its results are never silently lost behind its death.
+finished sending is read, so its results are never silently lost behind its death. A message
+that arrived whole but cannot be unpickled here (a class this process cannot rebuild) is a
+``RECV_ERROR`` event (the spec's FaultRecvError): lost, and the reader decides what that means.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from reference import wire
 
 MSG = "msg"  # (MSG, worker, message)
 EXIT = "exit"  # (EXIT, worker): the worker process has ended
+RECV_ERROR = "recv_error"  # (RECV_ERROR, worker, detail): a whole message that could not be read
 
 
 class Receiver:
@@ -82,6 +85,9 @@ class Receiver:
             del self._conns[conn]
             self._unregister(conn)
             return False
+        except Exception as exc:  # read whole, not rebuilt: the framing is intact, go on
+            self.inbox.append((RECV_ERROR, worker, f"{type(exc).__name__}: {exc}"))
+            return True
         self.inbox.append((MSG, worker, message))
         return True
 

@@ -18,7 +18,8 @@ Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
 
 * Tasks are numbered by ``send_idx`` in sampler order. ``try_put_index`` sends task ``send_idx``
   to the next active worker (round robin from ``worker_queue_idx``) while fewer than
-  ``prefetch_factor * num_workers`` tasks are outstanding (``PrefetchBound``).
+  ``prefetch_factor * num_workers`` tasks are sent and not yet handed out or retired (the
+  reorder window: torch refills only after a hand-out, ``PrefetchBound``).
 * ``task_info[idx] = [worker, buffered]`` for every task sent and not yet handed out or skipped;
   buffered results wait in ``_results`` until ``rcvd_idx`` reaches them (``in_order=True``), or
   are handed out as soon as they arrive (``in_order=False``).
@@ -29,8 +30,9 @@ Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
   retires it; the tasks still queued to it are dropped by the worker (``WorkerSkipIndex``), and
   ``skip_exhausted`` steps ``rcvd_idx`` over their slots, retiring them. A slot already handed
   out (``in_order=False``) is stepped over the same way.
-* Fail-stop (docs/architecture.md): after ``detect_worker_failure`` or ``timeout`` the iterator is
-  ``FAILED`` and hands out nothing more; ``process_data`` raises if asked to.
+* Fail-stop (docs/architecture.md): after ``detect_worker_failure``, ``detect_pin_failure``,
+  ``timeout`` or ``recv_error`` the iterator is ``FAILED`` and hands out nothing more;
+  ``process_data`` raises if asked to, and ``call_next`` tells the shell to raise again.
 * Persistent workers: ``resume_iteration`` starts epoch ``epoch + 1``; until every worker has
   acknowledged (``drain_resume``) results of the old epoch are dropped (``NoStaleEpochDelivery``).
 * Shutdown in the seeds' order, each step checked: ``set_pin_done``, ``join_pin_thread`` (with a
@@ -76,9 +78,12 @@ _P = Phase
 #
 #   RUNNING --StopIteration--> ENDED --ResumeIteration--> RESUMING --last DrainResume--> RUNNING
 #   RUNNING --DropIterator--> DROPPED --ResumeIteration--> RESUMING      (persistent workers)
-#   RUNNING/RESUMING --DetectWorkerFailure/Timeout--> FAILED               (fail-stop: no exit)
+#   RUNNING/RESUMING --DetectWorkerFailure/DetectPinFailure/Timeout/a failed read--> FAILED
+#   (fail-stop: no exit; a next() on a FAILED iterator raises again at once, CallNext changes
+#   nothing)
 PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
     _P.RUNNING: {
+        _A.MAIN_CALL_NEXT: _P.RUNNING,
         _A.MAIN_TRY_PUT_INDEX: _P.RUNNING,
         _A.MAIN_GET_DATA: _P.RUNNING,
         _A.MAIN_PROCESS_DATA: _P.RUNNING,
@@ -86,16 +91,21 @@ PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
         _A.MAIN_MARK_WORKER_UNAVAILABLE: _P.RUNNING,
         _A.MAIN_STOP_ITERATION: _P.ENDED,
         _A.MAIN_DETECT_WORKER_FAILURE: _P.FAILED,
+        _A.MAIN_DETECT_PIN_FAILURE: _P.FAILED,
         _A.MAIN_TIMEOUT: _P.FAILED,
+        _A.FAULT_RECV_ERROR: _P.FAILED,
         _A.MAIN_DROP_ITERATOR: _P.DROPPED,
     },
     _P.RESUMING: {
         _A.MAIN_DRAIN_RESUME: _P.RESUMING,  # RUNNING once the last ack is in
         _A.MAIN_DETECT_WORKER_FAILURE: _P.FAILED,
+        _A.MAIN_DETECT_PIN_FAILURE: _P.FAILED,
         _A.MAIN_TIMEOUT: _P.FAILED,
+        _A.FAULT_RECV_ERROR: _P.FAILED,
         _A.MAIN_DROP_ITERATOR: _P.DROPPED,
     },
     _P.ENDED: {
+        _A.MAIN_CALL_NEXT: _P.ENDED,
         _A.MAIN_STOP_ITERATION: _P.ENDED,  # next() after the end raises StopIteration again
         _A.MAIN_RESUME_ITERATION: _P.RESUMING,
         _A.MAIN_DROP_ITERATOR: _P.ENDED,
@@ -104,11 +114,16 @@ PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
         _A.MAIN_RESUME_ITERATION: _P.RESUMING,
         _A.MAIN_DROP_ITERATOR: _P.DROPPED,
     },
-    _P.FAILED: {},
+    _P.FAILED: {_A.MAIN_CALL_NEXT: _P.FAILED},
 }
 
-# Once shutdown is decided, the only iteration action left is repeating StopIteration.
-_AFTER_SHUTDOWN = {(_P.ENDED, _A.MAIN_STOP_ITERATION)}
+# Once shutdown is decided, the only iteration actions left are a next() call on an ended or
+# failed iterator and repeating StopIteration.
+_AFTER_SHUTDOWN = {
+    (_P.ENDED, _A.MAIN_CALL_NEXT),
+    (_P.ENDED, _A.MAIN_STOP_ITERATION),
+    (_P.FAILED, _A.MAIN_CALL_NEXT),
+}
 
 
 class ProtocolViolation(Exception):
@@ -219,6 +234,12 @@ class ProtocolCore:
     def failed(self) -> bool:
         return self.phase is Phase.FAILED
 
+    def call_next(self) -> bool:
+        """MainCallNext: the user called next(). Returns False on a failed iterator: the call
+        reads and waits for nothing, the shell raises the failure again at once (fail-stop)."""
+        self._target(Action.MAIN_CALL_NEXT)
+        return self.phase is not Phase.FAILED
+
     def next_action(self) -> Action:
         """The one main-process action ``__next__`` takes now (torch's ``_next_data`` loop).
 
@@ -252,7 +273,7 @@ class ProtocolCore:
         """
         if self.phase is not Phase.RUNNING or self.shutdown:
             return None
-        if self.tasks_outstanding >= self.max_tasks:
+        if len(self.task_info) >= self.max_tasks:  # the reorder window is full (PrefetchBound)
             return None
         active = sum(self.workers_status)
         for step in range(self.num_workers):
@@ -269,7 +290,11 @@ class ProtocolCore:
         """MainTryPutIndex: task ``send_idx`` goes to ``worker``; returns its idx."""
         act = Action.MAIN_TRY_PUT_INDEX
         self._target(act)
-        self._require(self.tasks_outstanding < self.max_tasks, act, "prefetch bound reached")
+        self._require(
+            len(self.task_info) < self.max_tasks,
+            act,
+            "prefetch bound reached (the reorder window is full)",
+        )
         self._require(self.next_worker() == worker, act, f"worker {worker} is not next")
         idx = self.send_idx
         self.task_info[idx] = [worker, False]
@@ -387,8 +412,18 @@ class ProtocolCore:
 
     def timeout(self) -> None:
         """MainTimeout: nothing arrived within ``timeout`` seconds. Fail-stop."""
-        act = Action.MAIN_TIMEOUT
-        self.phase = self._target(act)
+        self._fail_stop(Action.MAIN_TIMEOUT)
+
+    def detect_pin_failure(self) -> None:
+        """MainDetectPinFailure: the pin-memory thread died. Fail-stop."""
+        self._fail_stop(Action.MAIN_DETECT_PIN_FAILURE)
+
+    def recv_error(self) -> None:
+        """FaultRecvError: reading a result failed (the message is lost). Fail-stop."""
+        self._fail_stop(Action.FAULT_RECV_ERROR)
+
+    def _fail_stop(self, action: Action) -> None:
+        self.phase = self._target(action)
         self.shutdown = True
 
     def drop_iterator(self) -> bool:

@@ -44,7 +44,7 @@ from torch.utils.data._utils import pin_memory as torch_pin_memory
 from loaderspec.vocabulary import Action
 from reference import tracing, wire
 from reference.base import BaseIter
-from reference.channels import EXIT, MSG, Receiver
+from reference.channels import EXIT, MSG, RECV_ERROR, Receiver
 from reference.core import Kind, ProtocolCore
 from reference.worker import RESUME, worker_loop
 
@@ -66,6 +66,9 @@ _FD_MESSAGE = (
     " `torch.multiprocessing.set_sharing_strategy('file_system')`"
     " at the beginning of your code"
 )
+
+# What the pin thread leaves on its queue when it dies: (PIN_DIED, worker or None, detail).
+PIN_DIED = "pin_died"
 
 _live_iters: weakref.WeakSet[MultiProcessingIter] = weakref.WeakSet()
 
@@ -109,41 +112,67 @@ def _pin_loop(
     loop it looks at ``done_event`` before each get and each put, and does not put once it is
     set; the look and the step happen under ``done_lock``, which the main process holds while
     it records and sets the event (MainSetPinDone), so no get or put comes after that record.
+    A result it cannot read kills it, as in torch (FaultPinDeath); it leaves a ``PIN_DIED``
+    marker behind its last put so the main process learns of it at once, not at a status check.
     """
     torch.set_num_threads(1)
     torch.multiprocessing._set_thread_name("pt_data_pin")
     if device_id >= 0:  # -1: no accelerator (a forced pin thread on CPU: pinning is identity)
         torch.accelerator.set_device_index(device_id)
-    while not done_event.is_set():
-        receiver.poll(None, extra=(wakeup,))
-        while receiver.inbox:
-            with done_lock:
-                if done_event.is_set():
-                    break
-                event = receiver.inbox.popleft()
-                if event[0] == MSG and tracing.ENABLED:
-                    tracing.emit(
-                        "PinGetResult", "Pin", worker=event[1], task=event[2][0], kind=event[2][1]
-                    )
-            if event[0] == MSG:
-                idx, kind, payload = event[2]
-                if kind == Kind.DATA.value and device is not None:
-                    try:
-                        payload = torch_pin_memory.pin_memory(payload, device)
-                    except Exception:
-                        payload = ExceptionWrapper(
-                            where=f"in pin memory thread for device {device_id}"
+    try:
+        while not done_event.is_set():
+            receiver.poll(None, extra=(wakeup,))
+            while receiver.inbox:
+                with done_lock:
+                    if done_event.is_set():
+                        break
+                    event = receiver.inbox.popleft()
+                    if event[0] == RECV_ERROR:
+                        if tracing.ENABLED:
+                            tracing.emit("FaultPinDeath", "Fault", worker=event[1])
+                        raise _PinDeath(event[1], event[2])
+                    if event[0] == MSG and tracing.ENABLED:
+                        tracing.emit(
+                            "PinGetResult",
+                            "Pin",
+                            worker=event[1],
+                            task=event[2][0],
+                            kind=event[2][1],
                         )
-                        kind = Kind.ERROR.value
-                event = (MSG, event[1], idx, kind, payload)
-            with done_lock:
-                if done_event.is_set():
-                    break
-                if event[0] == MSG and tracing.ENABLED:
-                    tracing.emit("PinPutData", "Pin", worker=event[1], task=idx, kind=kind)
-                data_queue.put(event)
+                if event[0] == MSG:
+                    idx, kind, payload = event[2]
+                    if kind == Kind.DATA.value and device is not None:
+                        try:
+                            payload = torch_pin_memory.pin_memory(payload, device)
+                        except Exception:
+                            payload = ExceptionWrapper(
+                                where=f"in pin memory thread for device {device_id}"
+                            )
+                            kind = Kind.ERROR.value
+                    event = (MSG, event[1], idx, kind, payload)
+                with done_lock:
+                    if done_event.is_set():
+                        break
+                    if event[0] == MSG and tracing.ENABLED:
+                        tracing.emit("PinPutData", "Pin", worker=event[1], task=idx, kind=kind)
+                    data_queue.put(event)
+    except _PinDeath as death:  # a result it could not read: the main process raises it
+        data_queue.put((PIN_DIED, death.worker, death.detail))
+        return
+    except BaseException as exc:  # anything else: say so where the main process reads, too
+        data_queue.put((PIN_DIED, None, f"{type(exc).__name__}: {exc}"))
+        raise
     if tracing.ENABLED:
         tracing.emit("PinExit", "Pin")
+
+
+class _PinDeath(Exception):
+    """The pin thread read a result it could not rebuild; it ends (FaultPinDeath)."""
+
+    def __init__(self, worker: int, detail: str) -> None:
+        super().__init__(detail)
+        self.worker = worker
+        self.detail = detail
 
 
 class MultiProcessingIter(BaseIter):
@@ -348,7 +377,8 @@ class MultiProcessingIter(BaseIter):
 
     # ----------------------------------------------------------- receive --------------------
     def _get_event(self) -> tuple[Any, ...]:
-        """The next (MSG, worker, idx, kind, payload); raises on timeout or a worker's death."""
+        """The next (MSG, worker, idx, kind, payload); raises on timeout, a worker's death, a
+        result that cannot be read, or the pin thread's death."""
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         while True:
             self._check_dead()
@@ -361,7 +391,32 @@ class MultiProcessingIter(BaseIter):
             if event[0] == EXIT:
                 self._on_exit(event[1])
                 continue
+            if event[0] == RECV_ERROR:
+                self._recv_failed(event[1], event[2])
+            if event[0] == PIN_DIED:
+                self._pin_died(event[2])
             return event
+
+    def _recv_failed(self, worker: int, detail: str) -> None:
+        """FaultRecvError: a result of ``worker`` arrived but could not be read. It is lost, so
+        the iterator cannot go on (a later next() would wait for it for ever): fail-stop."""
+        self._core.recv_error()
+        if tracing.ENABLED:  # logged by the process that saw it, with the main's post-state
+            tracing.emit(
+                Action.FAULT_RECV_ERROR.value,
+                "Fault",
+                epoch=self._core.epoch,
+                worker=worker,
+                state=self._core.snapshot(),
+            )
+        self._fail(f"DataLoader could not read a result of worker {worker}: {detail}")
+
+    def _pin_died(self, detail: str) -> None:
+        """MainDetectPinFailure: the pin thread is gone and nothing more will come: fail-stop."""
+        self._core.detect_pin_failure()
+        if tracing.ENABLED:
+            self._trace(Action.MAIN_DETECT_PIN_FAILURE)
+        self._fail(f"Pin memory thread exited unexpectedly (DataLoader pin_memory=True): {detail}")
 
     def _next_raw_event(self, deadline: float | None) -> tuple[Any, ...] | None:
         if self._pin_memory_thread is not None:
@@ -370,8 +425,8 @@ class MultiProcessingIter(BaseIter):
                 try:
                     return self._data_queue.get(timeout=max(0.0, min(wait_s, _PIN_POLL_S)))
                 except queue.Empty:
-                    if not self._pin_memory_thread.is_alive():
-                        raise RuntimeError("Pin memory thread exited unexpectedly") from None
+                    if not self._pin_memory_thread.is_alive():  # died leaving no marker
+                        self._pin_died("no reason given")
                     if deadline is not None and time.monotonic() >= deadline:
                         return None
         receiver = self._receiver
@@ -438,10 +493,13 @@ class MultiProcessingIter(BaseIter):
 
     # -------------------------------------------------------------- next --------------------
     def _next_data(self) -> Any:
-        if self._failure is not None:
+        core = self._core
+        core.call_next()
+        if tracing.ENABLED:
+            self._trace(Action.MAIN_CALL_NEXT)
+        if self._failure is not None:  # fail-stop: raise again at once, reading nothing
             self._reap_terminated(block=False)
             raise RuntimeError(self._failure)
-        core = self._core
         while True:
             action = core.next_action()
             if action is Action.MAIN_SKIP_EXHAUSTED:

@@ -4,7 +4,7 @@ Owns what runs inside a worker: seeding (torch's, bit for bit), ``get_worker_inf
 ``_worker_info``), ``worker_init_fn``, the fetch loop and exiting when the loader's process dies.
 Knows the message format of ``reference/shell.py`` and nothing of the main process's protocol
 state. Spec actions taken here: WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex,
-WorkerExit, WorkerWatchdogExit.
+WorkerExit, WorkerWatchdogExit, and the fault FaultPutError (a result that does not pickle).
 
 Parent death (``NoOrphanWorkers``): torch checks ``os.getppid()`` only between tasks, so a worker
 busy in ``__getitem__`` or blocked on a full queue outlives its parent. Here, on Linux,
@@ -96,20 +96,31 @@ def _seed(base_seed: int, worker_id: int) -> int:
     return seed
 
 
-def _send(conn: Connection, idx: int, kind: Kind, data: Any, worker_id: int) -> None:
-    """WorkerPut: one result message. An unpicklable result is sent as its error instead."""
+_UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
+
+
+def _send(conn: Connection, idx: int, kind: Kind, data: Any, worker_id: int, epoch: int) -> None:
+    """WorkerPut: one result message. A result that cannot be pickled (FaultPutError) is sent
+    as its error instead, so the main process raises it in turn rather than wait for a batch
+    that never comes (torch's feeder thread dies on it and the loader hangs, pytorch#142884)."""
     try:
-        wire.send(conn, (idx, kind.value, data))
-    except (TypeError, AttributeError, pickle.PicklingError):
-        # Nothing was written (wire.send checks before writing): send the error in its place,
-        # so the main process raises it in turn instead of waiting for a batch that never comes.
+        parts = wire.pack((idx, kind.value, data))
+    except _UNPICKLABLE:
+        if tracing.ENABLED:
+            tracing.emit("FaultPutError", "Fault", epoch=epoch, worker=worker_id, task=idx)
+        kind = Kind.ERROR
         err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
         try:
-            wire.send(conn, (idx, Kind.ERROR.value, err))
-        except (TypeError, AttributeError, pickle.PicklingError):
+            parts = wire.pack((idx, kind.value, err))
+        except _UNPICKLABLE:
             # Even the error's type cannot be pickled (a local class): keep its text only.
             err.exc_type = RuntimeError
-            wire.send(conn, (idx, Kind.ERROR.value, err))
+            parts = wire.pack((idx, kind.value, err))
+    if tracing.ENABLED:  # a put is logged before it happens
+        tracing.emit(
+            "WorkerPut", "Worker", epoch=epoch, worker=worker_id, task=idx, kind=kind.value
+        )
+    wire.write(conn, parts)
 
 
 def _look_at_done(done_event: Any, trace_order: Any) -> tuple[int | None, bool]:
@@ -224,8 +235,7 @@ def worker_loop(
             if tracing.ENABLED:
                 fields = {"epoch": epoch, "worker": worker_id, "task": idx, "kind": kind.value}
                 tracing.emit("WorkerFetch", "Worker", t=t_fetch, **fields)
-                tracing.emit("WorkerPut", "Worker", **fields)  # a put is logged before it happens
-            _send(result_conn, idx, kind, data, worker_id)
+            _send(result_conn, idx, kind, data, worker_id, epoch)
             del data, r, index
     except KeyboardInterrupt:
         pass  # the main process handles ^C; a worker ends quietly
