@@ -1,4 +1,4 @@
-"""Grading shared by the worker-death cases (WorkerDeathRaises, FailStopAfterWorkerDeath,
+"""Grading shared by the worker-death cases (WorkerDeathRaises, FailStopAfterFatalError,
 NoSilentLoss): one reading of the events, three properties."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def slowest_later_next(r: Run) -> float:
 
 
 def later_calls_fail_stop(grade: Grade, r: Run) -> None:
-    """FailStopAfterWorkerDeath (SHOULD) and IterationTerminates (MUST) for the calls after the
+    """FailStopAfterFatalError (SHOULD) and IterationTerminates (MUST) for the calls after the
     first error."""
     after = _after_first_error(r)
     if after is None:
@@ -61,7 +61,7 @@ def later_calls_fail_stop(grade: Grade, r: Run) -> None:
         )
     if batches:
         grade.non_strict(
-            "FailStopAfterWorkerDeath",
+            "FailStopAfterFatalError",
             None,
             f"{len(batches)} batches handed out after the worker-death error",
         )
