@@ -1,5 +1,5 @@
-"""PinThreadExitsFirst (MUST): at shutdown no worker is told to exit while the pin-memory thread
-still reads."""
+"""PinThreadExitsFirst (SHOULD): at shutdown the pin-memory thread has stopped reading before any
+worker is told to exit."""
 
 from __future__ import annotations
 

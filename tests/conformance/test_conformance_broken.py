@@ -73,7 +73,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             IT + "::test_unpicklable_result_raises_instead_of_hanging",
         ],
     ),
-    "hangs_after_worker_death": ("FAIL", [C + "test_fail_stop_after_worker_death.py"]),
+    "hangs_after_worker_death": ("FAIL", [C + "test_fail_stop_after_fatal_error.py"]),
     "ignores_prefetch_bound": ("FAIL", [C + "test_prefetch_bound.py"]),
     "leaks_workers": (
         "FAIL",
