@@ -10,13 +10,12 @@ from __future__ import annotations
 import gc
 from pathlib import Path
 
-import psutil
 import pytest
 
 from faultinject.datasets import FaultyDataset
 from faultinject.faults import Die
-from loaderspec import tracecheck
-from reference import DataLoader, tracing
+from loaderspec import tracecheck, tracewriter
+from reference import DataLoader
 
 
 def _calls(it: object, n: int) -> list[str]:
@@ -38,25 +37,15 @@ def _actions(trace_dir: Path) -> list[str]:
     return [r.action for r in run.records]
 
 
-@pytest.fixture
-def no_child_left():
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    yield
-    gc.collect()
-    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    _, alive = psutil.wait_procs(left, timeout=10)
-    assert not alive, f"workers left behind: {alive}"
-
-
 @pytest.mark.slow
 def test_next_after_the_end_and_after_a_failure_are_accepted(tmp_path: Path, no_child_left):
     ended, failed = tmp_path / "ended", tmp_path / "failed"
-    with tracing.trace_to(ended):
+    with tracewriter.trace_to(ended):
         it = iter(DataLoader(list(range(4)), batch_size=1, num_workers=2, prefetch_factor=2))
         assert _calls(it, 7) == ["batch"] * 4 + ["stop"] * 3
         del it
         gc.collect()
-    with tracing.trace_to(failed):
+    with tracewriter.trace_to(failed):
         data = FaultyDataset(8, (Die(at=3, once=True),))
         it = iter(DataLoader(data, batch_size=1, num_workers=2, prefetch_factor=2))
         got = _calls(it, 8)
