@@ -86,7 +86,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "stale_epoch": ("FAIL", [C + "test_no_stale_epoch_delivery.py"]),
     "restarts_after_stop": ("FAIL", [C + "test_no_delivery_after_shutdown.py"]),
-    "never_pins": ("FAIL", [C + "test_pin_thread_exits_first.py"]),
+    "never_pins": ("NON-STRICT", [C + "test_pin_thread_exits_first.py"]),
     "reseeds_workers": (
         "FAIL",
         [C + "test_type_ok.py::test_worker_info_and_seeds_are_per_worker_and_per_epoch"],
