@@ -218,12 +218,14 @@ NEXT_ACTIONS: dict[Request, dict[Phase, tuple[Action, ...]]] = {
         _P.RUNNING: (
             _A.MAIN_CALL_NEXT,
             _A.MAIN_DETECT_WORKER_FAILURE,
-            _A.MAIN_DETECT_PIN_FAILURE,
-            _A.MAIN_TIMEOUT,
             _A.MAIN_TRY_PUT_INDEX,  # a due put first: retire, then sentinel, then put
             _A.MAIN_MARK_WORKER_UNAVAILABLE,
             _A.MAIN_PROCESS_DATA,
             _A.MAIN_SKIP_EXHAUSTED,
+            # Known only from a wait, so only where the next step would be the wait: nothing
+            # before them is enabled then, and a wait's event enables none of it.
+            _A.MAIN_DETECT_PIN_FAILURE,
+            _A.MAIN_TIMEOUT,
             _A.MAIN_GET_DATA,
             _A.MAIN_STOP_ITERATION,
         ),
@@ -532,10 +534,11 @@ class ProtocolCore:
         failure again at once, reading and waiting for nothing."""
         act = _CALL
         target = self._target(act)
-        self._require(not self.in_call, act, "the main thread is inside a call already")
+        if self.in_call:
+            raise self._violation(act, "the main thread is inside a call already")
         self.phase = target
-        self.in_call = self.phase is not Phase.FAILED
-        self.last = Step(act)
+        self.in_call = target is not Phase.FAILED
+        self.last = _CALL_STEP
 
     # ---------------------------------------------------------- dispatch --------------------
     def try_put_index(self, worker: int) -> int:

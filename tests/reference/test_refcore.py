@@ -233,6 +233,9 @@ def test_the_deadline_alone_is_a_timeout_and_a_retired_workers_death_does_not_co
     core = _waiting(iterable=True)
     core.get_data(1, 1, Kind.EXHAUSTED)
     core.mark_worker_as_unavailable(1)  # retired: its death is no failure
+    while (step := core.next_action()) is not None and step.action is Action.MAIN_TRY_PUT_INDEX:
+        core.try_put_index(step.worker)  # the put due after a retirement
+    assert step == (Action.MAIN_GET_DATA, None, None, None)
     core.worker_ended(1)
     core.deadline_passed()
     assert core.next_action() == (Action.MAIN_TIMEOUT, None, None, None)
