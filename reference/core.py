@@ -199,8 +199,8 @@ SHUTDOWN_TRANSITIONS: dict[Stage, dict[Action, Stage]] = {
 # What the main process does next, by request and phase: the first action of the row whose guard
 # holds. A missing row means the request cannot be served in that phase (a violation); a row
 # with nothing enabled means the request is served. Fail-stop is the FAILED row of NEXT: the call
-# and nothing else (the loop raises the failure again). A fatal error the loader can see comes
-# before anything else of a row, and a death before a timeout (the spec's MainTimeout guard).
+# and nothing else (the loop raises the failure again). A worker's death comes first in a row,
+# so it wins over a timeout found at the same wait (the spec's MainTimeout guard).
 NEXT_ACTIONS: dict[Request, dict[Phase, tuple[Action, ...]]] = {
     _R.PREFETCH: {_P.RUNNING: (_A.MAIN_TRY_PUT_INDEX,)},
     _R.RESUME: {
