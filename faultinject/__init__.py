@@ -3,7 +3,7 @@
 Usable on its own (docs/faultinject.md). The parts:
 
 * `faultinject.faults`: what goes wrong (`Die`, `Hang`, `Sleep`, `Raise`, `RaiseUnrebuildable`,
-  `Unpicklable`, `SkewWorker`).
+  `Unpicklable`, `Unloadable`, `SkewWorker`).
 * `faultinject.datasets`: `FaultyDataset` (map-style) and `FaultyIterable` (uneven shards) carry
   them into the loader's workers; `faultinject.collate(...)` is a collate_fn that can die or
   raise, `faultinject.worker_init(...)` a worker_init_fn that records and can raise.
@@ -39,6 +39,8 @@ from faultinject.faults import (
     RaiseUnrebuildable,
     SkewWorker,
     Sleep,
+    Unloadable,
+    UnloadableItem,
     Unpicklable,
     UnpicklableItem,
     UnrebuildableError,
@@ -62,6 +64,8 @@ __all__ = [
     "SandboxReport",
     "SkewWorker",
     "Sleep",
+    "Unloadable",
+    "UnloadableItem",
     "Unpicklable",
     "UnpicklableItem",
     "UnrebuildableError",

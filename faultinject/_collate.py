@@ -1,5 +1,5 @@
-"""`faultinject.collate(...)`: a collate_fn that can die or raise, and that lets unpicklable items
-through.
+"""`faultinject.collate(...)`: a collate_fn that can die or raise, and that lets unpicklable and
+unloadable items through.
 
 Collate runs in the worker that fetched the batch, right after the fetches, so a dataset arms a
 `Die(point="in_collate")` (or `Raise(point="in_collate")`) in its own process and the collate
@@ -16,15 +16,16 @@ from typing import Any
 from torch.utils.data import default_collate
 
 from faultinject import _fire
-from faultinject.faults import Die, Raise, UnpicklableItem
+from faultinject.faults import Die, Raise, UnloadableItem, UnpicklableItem
 
 __all__ = ["FaultyCollate", "collate"]
 
 
 class FaultyCollate:
     """Picklable collate_fn: fires its `in_collate` faults (`Die`, `Raise`), passes batches
-    holding an `UnpicklableItem` or `bytes` through as a list (so the *put* fails or blocks, not
-    collate), and otherwise calls `base` (torch's `default_collate`)."""
+    holding an `UnpicklableItem`, an `UnloadableItem` or `bytes` through as a list (so the *put*
+    fails or blocks, or the loader's read fails, not collate), and otherwise calls `base`
+    (torch's `default_collate`)."""
 
     def __init__(
         self,
@@ -53,7 +54,7 @@ class FaultyCollate:
                     _fire.fire_die(f)
                 else:
                     _fire.fire_raise(f)
-        if any(isinstance(v, UnpicklableItem | bytes) for v in values):
+        if any(isinstance(v, UnpicklableItem | UnloadableItem | bytes) for v in values):
             return values
         return (self.base or default_collate)(batch)
 

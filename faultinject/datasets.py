@@ -30,6 +30,8 @@ from faultinject.faults import (
     RaiseUnrebuildable,
     SkewWorker,
     Sleep,
+    Unloadable,
+    UnloadableItem,
     Unpicklable,
     UnpicklableItem,
 )
@@ -204,6 +206,9 @@ class _Faulty:
         if isinstance(f, Unpicklable) and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Unpicklable", index, k)
             return UnpicklableItem(index)
+        if isinstance(f, Unloadable) and _fire.claim_once(self.state_dir, f, k):
+            self._fault_record("Unloadable", index, k)
+            return UnloadableItem(index)
         if isinstance(f, Raise) and f.point == "in_collate":
             _fire.arm_collate(f.at)  # once-only is claimed by collate, where it fires
         if not isinstance(f, Die) or not _fire.may_fire_here(f, self.home_pid, self.home_tid):

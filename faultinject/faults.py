@@ -30,6 +30,9 @@ __all__ = [
     "RaiseUnrebuildable",
     "SkewWorker",
     "Sleep",
+    "Unloadable",
+    "UnloadableError",
+    "UnloadableItem",
     "Unpicklable",
     "UnpicklableItem",
     "UnrebuildableError",
@@ -77,6 +80,29 @@ class UnpicklableItem:
 
     def __repr__(self) -> str:
         return f"UnpicklableItem({self.index})"
+
+
+class UnloadableError(Exception):
+    """Raised where an `UnloadableItem` is unpickled: in the loader's process, not the worker."""
+
+
+def _refuse_to_load(index: int) -> None:
+    raise UnloadableError(f"faultinject.UnloadableItem({index}) cannot be unpickled here")
+
+
+class UnloadableItem:
+    """A dataset result that pickles in the worker but cannot be rebuilt where it is read (a
+    class the loader's process cannot import, a shared-memory segment already gone: pytorch
+    F4, G1): the loader's *receive* fails, not the worker's put."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __reduce__(self) -> tuple:
+        return (_refuse_to_load, (self.index,))
+
+    def __repr__(self) -> str:
+        return f"UnloadableItem({self.index})"
 
 
 @dataclass(frozen=True)
@@ -184,6 +210,16 @@ class Unpicklable:
 
 
 @dataclass(frozen=True)
+class Unloadable:
+    """Item `at` is an `UnloadableItem`: the worker sends it, the loader's process (or its pin
+    thread) cannot read it back. Use `faultinject.collate` (or no auto-collation) so that
+    collate does not reject it first."""
+
+    at: int
+    once: bool = False
+
+
+@dataclass(frozen=True)
 class SkewWorker:
     """Worker `worker_id` sleeps `seconds` before every item it fetches (a slow worker)."""
 
@@ -201,4 +237,4 @@ class SkewWorker:
         return False
 
 
-Fault = Die | Hang | Sleep | Raise | RaiseUnrebuildable | Unpicklable | SkewWorker
+Fault = Die | Hang | Sleep | Raise | RaiseUnrebuildable | Unpicklable | Unloadable | SkewWorker

@@ -5,11 +5,13 @@ readable counterexample. How TLC is started and read is ``loaderspec.tlc``; TLC'
 distributed mode (a TLCServer and TLCWorkers, ``run_distributed``) lives here because it is only
 another way to start the same jar on the same models.
 
-Exit status of a tier (``--tier``): 0 when every model gave its expected result, 1 when one did
-not. Of one model (``--config``): TLC's verdict, 0 only when TLC found no violation and none was
-expected, so a broken variant exits 1 with its counterexample printed (the summary line says
-whether that violation was the manifest's ``expect``). 2 on a usage error (an unknown config, no
-TLC).
+A model either passes (``expect = "pass"``) or is a broken variant that lists the full set of
+properties TLC finds it violating (``violates = [...]``); ``--tier broken`` checks that set
+exactly (``loaderspec.variantcheck``). Exit status of a tier (``--tier``): 0 when every model
+gave its expected result, 1 when one did not. Of one model (``--config``): TLC's verdict, 0 only
+when TLC found no violation and none was expected, so a broken variant exits 1 with its first
+counterexample printed (the summary line says whether that violation is one the manifest
+lists). 2 on a usage error (an unknown config, no TLC).
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loaderspec import tlc
+from loaderspec import tlc, variantcheck
+from loaderspec.tlavalues import Function, ModelValue, NotParsable, Record, encode, parse
 
 try:
     import tomllib
@@ -50,17 +53,24 @@ class Model:
     spec: Path
     cfg: Path
     tier: str
-    expect: str  # "pass" or the property TLC must report violated
+    violates: frozenset[str] = frozenset()  # every property TLC finds violated; empty: passes
     args: tuple[str, ...] = ()
     states: int | None = None  # distinct states last recorded
+    total_states: int | None = None  # states generated (with repeats) last recorded
+    depth: int | None = None  # of the state graph last recorded
     seconds: float | None = None  # wall time last recorded (a loaded 2-core machine)
     cpu_seconds: float | None = None  # TLC's CPU time last recorded: ~ wall time when idle
     fast_start: bool = True  # small model: start the JVM with C1 only (tlc.FAST_START)
 
+    @property
+    def expect(self) -> str:
+        """``pass``, or the violated properties, comma-separated (for messages)."""
+        return ", ".join(sorted(self.violates)) if self.violates else PASS
+
 
 @dataclass(frozen=True)
 class Outcome:
-    """A model, what TLC found, and whether that was the expected result."""
+    """A model, what one TLC run found, and whether that was an expected result."""
 
     model: Model
     result: tlc.TlcResult
@@ -68,7 +78,9 @@ class Outcome:
 
     @property
     def as_expected(self) -> bool:
-        return self.found == self.model.expect
+        if not self.model.violates:
+            return self.found == PASS
+        return self.found in self.model.violates
 
 
 def spec_dir() -> Path:
@@ -80,26 +92,31 @@ def load_manifest(path: Path | None = None) -> list[Model]:
     """Every model of the manifest, in file order; paths resolved against its folder.
 
     Raises:
-        ValueError: a table lacks ``cfg``/``tier``/``expect`` or names an unknown tier.
+        ValueError: a table lacks ``cfg``/``tier``, has neither or both of ``expect = "pass"``
+            and ``violates``, or names an unknown tier.
     """
     path = path or spec_dir() / "models.toml"
     data = tomllib.loads(path.read_text())
     models = []
     for name, table in data.items():
-        missing = {"cfg", "tier", "expect"} - set(table)
+        missing = {"cfg", "tier"} - set(table)
         if missing:
             raise ValueError(f"{path}: model {name} lacks {', '.join(sorted(missing))}")
         if table["tier"] not in TIERS:
             raise ValueError(f"{path}: model {name} has tier {table['tier']!r}; use {TIERS}")
+        if (table.get("expect") == PASS) == bool(table.get("violates")):
+            raise ValueError(f"{path}: model {name} needs expect = 'pass' or violates = [...]")
         models.append(
             Model(
                 name=name,
                 spec=(path.parent / table.get("spec", "DataLoader.tla")).resolve(),
                 cfg=(path.parent / table["cfg"]).resolve(),
                 tier=table["tier"],
-                expect=table["expect"],
+                violates=frozenset(table.get("violates", ())),
                 args=tuple(table.get("args", ())),
                 states=table.get("states"),
+                total_states=table.get("total_states"),
+                depth=table.get("depth"),
                 seconds=table.get("seconds"),
                 cpu_seconds=table.get("cpu_seconds"),
                 fast_start=table.get("fast_start", True),
@@ -147,34 +164,47 @@ def check_model(
     return Outcome(model, result, found_name(result))
 
 
-def record_figures(outcomes: Sequence[Outcome], path: Path | None = None) -> None:
-    """Write each outcome's distinct states, seconds and CPU seconds into its manifest table.
+_FIGURES = ("states", "total_states", "depth", "seconds", "cpu_seconds")
+
+
+def record_figures(
+    figures: dict[str, tlc.TlcResult], path: Path | None = None, *, seconds: dict[str, float]
+) -> None:
+    """Write each model's distinct states, total states, depth, seconds and CPU seconds (from
+    the TLC run that explored its whole graph) into its manifest table; ``seconds`` is the wall
+    time of all of the model's runs.
 
     A line-based edit, so the manifest's comments and order stay as they are.
     """
     path = path or spec_dir() / "models.toml"
-    figures = {
-        o.model.name: (o.result.distinct, round(o.result.seconds, 1), o.result.cpu_seconds)
-        for o in outcomes
+    values = {
+        name: {
+            "states": r.distinct,
+            "total_states": r.states_found,
+            "depth": r.depth,
+            "seconds": round(seconds[name], 1),
+            "cpu_seconds": r.cpu_seconds,
+        }
+        for name, r in figures.items()
     }
     out: list[str] = []
     table: str | None = None
 
     def flush() -> None:
-        if table in figures:
-            states, seconds, cpu = figures.pop(table)
+        if table in values:
+            row = values.pop(table)
             while out and not out[-1].strip():
                 out.pop()
-            out.extend([f"states = {states}", f"seconds = {seconds}"])
-            out.extend([f"cpu_seconds = {cpu}"] if cpu is not None else [])
+            out.extend(f"{k} = {v}" for k in _FIGURES if (v := row[k]) is not None)
             out.append("")
 
+    figure_line = re.compile(rf"^({'|'.join(_FIGURES)})\s*=")
     for line in path.read_text().splitlines():
         header = re.match(r"^\[(\w+)\]\s*$", line)
         if header or line.startswith("# ---"):
             flush()
             table = header.group(1) if header else None
-        elif table in figures and re.match(r"^(states|seconds|cpu_seconds)\s*=", line):
+        elif table in values and figure_line.match(line):
             continue
         out.append(line)
     flush()
@@ -202,12 +232,12 @@ def format_counterexample(trace: Sequence[tlc.TraceState]) -> str:
         values = {name: _parse_or_text(text) for name, text in state.values.items()}
         if state.action is None:
             lines.append(f"{state.number:>4}  Init")
-            lines.extend(f"        {name} = {tlc.format_value(v)}" for name, v in values.items())
+            lines.extend(f"        {name} = {encode(v)}" for name, v in values.items())
         else:
             changes = [
                 change
                 for name, value in values.items()
-                for change in tlc.diff_values(name, previous.get(name), value)
+                for change in diff_values(name, previous.get(name), value)
             ]
             lines.append(f"{state.number:>4}  {state.action}: " + ("; ".join(changes) or "-"))
         previous = values
@@ -217,9 +247,41 @@ def format_counterexample(trace: Sequence[tlc.TraceState]) -> str:
 def _parse_or_text(text: str) -> Any:
     """The parsed value, or the raw text where TLC printed something we do not read."""
     try:
-        return tlc.parse_value(text)
-    except (ValueError, IndexError):
-        return tlc.ModelValue(text)
+        return parse(text)
+    except NotParsable:
+        return ModelValue(text)
+
+
+def diff_values(path: str, old: Any, new: Any) -> list[str]:
+    """What changed from ``old`` to ``new``, one phrase per changed leaf.
+
+    Records and functions are entered (``worker_state[1]``, ``pin_msg.kind``); a sequence that
+    grew by one element at the end or lost its head reads ``append x`` / ``pop x``.
+    """
+    if old == new:
+        return []
+    # TLC prints a function whose domain is 1..n as a sequence, and an empty one as <<>>.
+    if isinstance(old, tuple) and isinstance(new, Function):
+        old = Function(enumerate(old, start=1))
+    elif isinstance(new, tuple) and isinstance(old, Function):
+        new = Function(enumerate(new, start=1))
+    if isinstance(old, dict) and isinstance(new, dict) and type(old) is type(new):
+        changes: list[str] = []
+        for key in list(old) + [k for k in new if k not in old]:
+            sub = f"{path}.{key}" if isinstance(old, Record) else f"{path}[{encode(key)}]"
+            if key not in new:
+                changes.append(f"{sub} removed")
+            elif key not in old:
+                changes.append(f"{sub} = {encode(new[key])}")
+            else:
+                changes.extend(diff_values(sub, old[key], new[key]))
+        return changes
+    if isinstance(old, tuple) and isinstance(new, tuple):
+        if len(new) == len(old) + 1 and new[:-1] == old:
+            return [f"{path}: append {encode(new[-1])}"]
+        if len(old) == len(new) + 1 and old[1:] == new:
+            return [f"{path}: pop {encode(old[0])}"]
+    return [f"{path}: {encode(old)} -> {encode(new)}"]
 
 
 # --- TLC's distributed mode ---------------------------------------------------------------------
@@ -304,17 +366,7 @@ def run_distributed(
     seconds = time.monotonic() - started
     if timed_out:
         return tlc.TlcResult(False, tlc.TIMED_OUT, [], None, None, seconds, output, None)
-    parsed = tlc.parse_output(output, server.returncode, cfg)
-    return tlc.TlcResult(
-        parsed.ok,
-        parsed.violated,
-        parsed.trace,
-        parsed.states_found,
-        parsed.distinct,
-        seconds,
-        output,
-        server.returncode,
-    )
+    return replace(tlc.parse_output(output, server.returncode, cfg), seconds=seconds)
 
 
 def _until_ready(lines: queue.Queue[str | None], deadline: float) -> str:
@@ -415,20 +467,11 @@ def _select(args: argparse.Namespace) -> list[Model]:
     listed = next((m for m in manifest if m.cfg == cfg), None)
     spec = args.spec.resolve() if args.spec else None
     if listed is None:
-        listed = Model(cfg.stem, spec or spec_dir() / "DataLoader.tla", cfg, "adhoc", PASS)
-    return [
-        Model(
-            listed.name,
-            spec or listed.spec,
-            cfg,
-            listed.tier,
-            args.expect or listed.expect,
-            listed.args,
-            listed.states,
-            listed.seconds,
-            listed.fast_start,
-        )
-    ]
+        listed = Model(cfg.stem, spec or spec_dir() / "DataLoader.tla", cfg, "adhoc")
+    violates = listed.violates
+    if args.expect is not None:
+        violates = frozenset() if args.expect == PASS else frozenset({args.expect})
+    return [replace(listed, spec=spec or listed.spec, cfg=cfg, violates=violates)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -441,36 +484,61 @@ def run(args: argparse.Namespace) -> int:
     single = args.config is not None
     failures = 0
     total = cpu = 0.0
-    outcomes: list[Outcome] = []
+    graphs: dict[str, tlc.TlcResult] = {}  # the models run as expected, for --record
+    seconds: dict[str, float] = {}
+    last: Outcome | None = None
     for model in models:
         try:
-            outcome = check_model(
-                model, workers=args.workers, timeout_s=args.timeout, distributed=args.distributed
-            )
+            if not single and model.violates:  # a broken variant: its whole set, exactly
+                variant = variantcheck.check_variant(model, timeout_s=args.timeout)
+                print(_variant_summary(variant), flush=True)
+                ok, result, secs = variant.as_expected, variant.graph, variant.seconds
+                cpu += variant.cpu_seconds
+            else:
+                last = check_model(
+                    model,
+                    workers=args.workers,
+                    timeout_s=args.timeout,
+                    distributed=args.distributed,
+                )
+                print(_summary(last), flush=True)
+                ok, result, secs = last.as_expected, last.result, last.result.seconds
+                cpu += result.cpu_seconds or 0.0
+                if result.trace and (single or args.traces or not ok):
+                    print(f"counterexample ({last.found}):")
+                    print(format_counterexample(result.trace))
         except tlc.TlcNotFound as exc:
             print(f"loaderspec model-check: {exc}", file=sys.stderr)
             return 2
-        total += outcome.result.seconds
-        cpu += outcome.result.cpu_seconds or 0.0
-        outcomes.append(outcome)
-        print(_summary(outcome), flush=True)
-        if not outcome.as_expected:
+        total += secs
+        if ok:
+            graphs[model.name], seconds[model.name] = result, secs
+        else:
             failures += 1
-        if outcome.result.trace and (single or args.traces or not outcome.as_expected):
-            print(f"counterexample ({outcome.found}):")
-            print(format_counterexample(outcome.result.trace))
-        if outcome.found in (tlc.TLC_ERROR, tlc.TIMED_OUT):
-            print(_tail(outcome.result.output))
+        if result.violated in (tlc.TLC_ERROR, tlc.TIMED_OUT):
+            print(_tail(result.output))
     print(
         f"{len(models) - failures}/{len(models)} as expected in {total:.1f} s"
         + (f" ({cpu:.1f} s CPU)" if cpu else ""),
         flush=True,
     )
     if args.record:
-        record_figures([o for o in outcomes if o.as_expected])
+        record_figures(graphs, seconds=seconds)
     if single:  # one model: TLC's verdict, so a violation is never exit status 0
-        return 0 if outcomes[0].found == PASS and outcomes[0].as_expected else 1
+        assert last is not None
+        return 0 if last.found == PASS and last.as_expected else 1
     return 1 if failures else 0
+
+
+def _variant_summary(variant: variantcheck.VariantOutcome) -> str:
+    verdict = "ok  " if variant.as_expected else "FAIL"
+    found = ", ".join(sorted(variant.found)) or "nothing"
+    graph = variant.graph
+    return (
+        f"{verdict} {variant.model.name}: violates {found} (expected {variant.model.expect});"
+        f" {graph.distinct} distinct states, {variant.seconds:.1f} s"
+        f" ({variant.cpu_seconds:.1f} s CPU, {len(variant.runs)} TLC runs)"
+    )
 
 
 def _summary(outcome: Outcome) -> str:

@@ -34,6 +34,8 @@ TIMEOUT_S = 1.0
 HANG_S = 30.0  # a hung fetch lasts this long at most; the loader must not wait for it
 # Errors an epoch may raise and go on (injected errors); the loader's own fatal error ends it.
 _MAX_ERRORS = 1_000
+# Faults whose item default_collate would reject before the loader ever sends it.
+_PASS_THROUGH_COLLATE = frozenset({"Unpicklable", "Unloadable"})
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ def plan_of(schedule: Schedule, trace_dir: Path | None = None) -> Plan:
     }
     if not schedule.in_order:
         kwargs["in_order"] = False
+    if any(type(f).__name__ in _PASS_THROUGH_COLLATE for f in schedule.faults):
+        from faultinject import collate
+
+        kwargs["collate_fn"] = collate()  # the put or the read fails, not collate
     leave: dict[int, Leave] = {}
     if schedule.drop_at is not None:
         epoch, n = schedule.drop_at

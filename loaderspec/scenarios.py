@@ -37,11 +37,15 @@ _OFF = {
     "Persistent": "FALSE",
     "NumEpochs": "1",
     "PinMemory": "FALSE",
+    "ResultCapacity": "0",
     "WithKillWorker": "FALSE",
     "WithKillParent": "FALSE",
     "WithHang": "FALSE",
     "WithFetchError": "FALSE",
     "WithTimeout": "FALSE",
+    "WithPutError": "FALSE",
+    "WithRecvError": "FALSE",
+    "WithPinDeath": "FALSE",
 }
 # The models (small enough that TLC dumps each graph in seconds); together they reach every
 # action. Faults are switched on only where they are needed.
@@ -57,7 +61,22 @@ MODELS: dict[str, dict[str, str]] = {
         "WithFetchError": "TRUE",
         "WithTimeout": "TRUE",
     },
-    "pin": {**_OFF, "NumWorkers": "1", "NumTasks": "1", "PrefetchFactor": "1", "PinMemory": "TRUE"},
+    "pin": {
+        **_OFF,
+        "NumWorkers": "1",
+        "NumTasks": "1",
+        "PrefetchFactor": "1",
+        "PinMemory": "TRUE",
+        "WithPinDeath": "TRUE",
+    },
+    "errors": {
+        **_OFF,
+        "NumWorkers": "1",
+        "NumTasks": "1",
+        "PrefetchFactor": "1",
+        "WithPutError": "TRUE",
+        "WithRecvError": "TRUE",
+    },
     "iterable": {
         **_OFF,
         "NumWorkers": "2",
@@ -75,6 +94,17 @@ MODELS: dict[str, dict[str, str]] = {
     },
 }
 ALL_ACTIONS: frozenset[str] = frozenset(a.value for a in Action)
+# The steps that end a next() call: it returned a batch, or raised.
+_ENDS_A_CALL = frozenset(
+    a.value
+    for a in (
+        Action.MAIN_PROCESS_DATA,
+        Action.MAIN_DETECT_WORKER_FAILURE,
+        Action.MAIN_DETECT_PIN_FAILURE,
+        Action.MAIN_TIMEOUT,
+        Action.FAULT_RECV_ERROR,
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -117,9 +147,9 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
     for step in path:
         before, after = g.state(step.source), g.state(step.target)
         action = step.action
-        if action in ("MainProcessData", "MainDetectWorkerFailure", "MainTimeout"):
+        if action in _ENDS_A_CALL:
             nexts += 1  # one next() returned a batch, or raised
-        elif action == "MainResumeIteration":
+        if action == "MainResumeIteration":
             epochs, nexts = epochs + 1, 0
         elif action == "MainDropIterator" and drop_at is None and before["iter_state"] == "running":
             drop_at = (epochs - 1, nexts)
@@ -135,6 +165,12 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
             faults.append(_fault(action, before, w))
             if action == "FaultHangWorker":
                 timeout = TIMEOUT_S  # a hang must not stall the replay
+        elif action == "FaultPutError":
+            (w,) = _moved(before, after, "worker_msg")
+            faults.append(_item_fault(action, before["worker_msg"][w]["idx"]))
+        elif action in ("FaultRecvError", "FaultPinDeath"):
+            (w,) = _moved(before, after, "worker_result_queue")
+            faults.append(_item_fault(action, before["worker_result_queue"][w][0]["idx"]))
         if action == "MainTimeout":
             timeout = TIMEOUT_S
             if not any(type(f).__name__ == "Hang" for f in faults):
@@ -180,6 +216,14 @@ def _fault(action: str, before: dict[str, Any], worker: Any) -> Any:
     if action == "FaultHangWorker":
         return Hang(at=task, seconds=HANG_S, once=True)
     return Raise(at=task)
+
+
+def _item_fault(action: str, task: int) -> Any:
+    """The faultinject fault whose item makes the put (FaultPutError) or the read
+    (FaultRecvError, FaultPinDeath) of task ``task``'s result fail."""
+    from faultinject.faults import Unloadable, Unpicklable
+
+    return Unpicklable(at=task) if action == "FaultPutError" else Unloadable(at=task)
 
 
 def _slow(task: int) -> Any:
@@ -239,13 +283,14 @@ def replay_scenarios(
 
 def _expected_items(s: Schedule) -> set[int]:
     """The items a map-style epoch of ``s`` hands out when it ends in StopIteration: all but the
-    batches whose fetch raised an injected error (sequential sampler)."""
-    from faultinject.faults import Raise, RaiseUnrebuildable
+    batches whose fetch raised an injected error, or whose put failed and sent its error in
+    their place (sequential sampler)."""
+    from faultinject.faults import Raise, RaiseUnrebuildable, Unpicklable
 
     raised = {
         f.at // s.batch_size
         for f in s.faults
-        if isinstance(f, Raise | RaiseUnrebuildable)
+        if isinstance(f, Raise | RaiseUnrebuildable | Unpicklable)
         and getattr(f, "point", "in_fetch") == "in_fetch"
     }
     return {i for i in range(s.num_items) if i // s.batch_size not in raised}

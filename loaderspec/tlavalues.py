@@ -1,13 +1,17 @@
-"""Python values (as read from JSON trace records) written as TLA+ expressions TLC can read.
+"""TLA+ values as Python values and back: the one reader and writer of TLC's value syntax.
 
-The 2020 TLC jar has no ``Json`` module, so a trace reaches TLC as a literal in a generated
-module; this module owns the spelling of that literal and nothing else. Mapping: ``bool`` ->
-``TRUE``/``FALSE``; ``int`` -> numeral (negative ones need ``Integers``); ``str`` -> a string
-literal; ``list``/``tuple`` -> a sequence ``<<...>>``; ``dict`` with identifier keys -> a record
-``[k |-> v]``; ``dict`` with integer keys (JSON spells them as strings) -> a function
-``(k :> v) @@ ...`` (needs ``TLC``); ``None`` inside a record -> the field is left out, so the
-trace spec asks ``"f" \\in DOMAIN r`` instead of comparing with a null of another type (TLC
-refuses to compare a string with an integer).
+Owns both directions, and nothing else. ``encode`` writes a Python value as a TLA+ expression:
+a trace reaches TLC as a literal in a generated module (the 2020 TLC jar has no ``Json``
+module), and a counterexample is printed back in TLA+. ``parse`` reads a value as TLC prints it
+(error traces, state-graph dumps). Mapping: ``bool`` <-> ``TRUE``/``FALSE``; ``int`` <-> numeral
+(negative ones need ``Integers``); ``str`` <-> string literal; ``tuple`` (or ``list``) <->
+sequence ``<<...>>``; ``frozenset`` <-> set ``{...}``; ``Record`` <-> ``[k |-> v]``;
+``Function`` <-> ``(k :> v @@ ...)`` (needs ``TLC``); ``ModelValue`` <-> a bare name. A plain
+``dict`` (a JSON object) is a record when its keys are identifiers and a function when they are
+integers (JSON spells them as strings); ``None`` inside it leaves the field out, so the trace
+spec asks ``"f" \\in DOMAIN r`` instead of comparing with a null of another type (TLC refuses to
+compare a string with an integer). ``Record`` and ``Function`` are dicts, ``ModelValue`` a
+str: code that reads parsed states needs no special case.
 """
 
 from __future__ import annotations
@@ -23,6 +27,18 @@ EMPTY_FUNCTION = "<<>>"
 
 class NotEncodable(TypeError):
     """A value with no TLA+ spelling here (a float, a mixed-key dict, ...)."""
+
+
+class Record(dict):
+    """A TLA+ record ``[a |-> 1]``: fields are strings, in TLC's order."""
+
+
+class Function(dict):
+    """A TLA+ function printed as ``(0 :> a @@ 1 :> b)``."""
+
+
+class ModelValue(str):
+    """A model value or other bare name in a TLC value."""
 
 
 def string(text: str) -> str:
@@ -41,25 +57,43 @@ def encode(value: Any) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, ModelValue):
+        return str(value)
     if isinstance(value, str):
         return string(value)
     if isinstance(value, list | tuple):
         return "<<" + ", ".join(encode(v) for v in value) + ">>"
+    if isinstance(value, frozenset | set):
+        return "{" + ", ".join(sorted(encode(v) for v in value)) + "}"
+    if isinstance(value, Record):
+        return _record(value.items())
+    if isinstance(value, Function):
+        return _function(value.items())
     if isinstance(value, dict):
         return _encode_dict(value)
     raise NotEncodable(f"no TLA+ spelling for {type(value).__name__} {value!r}")
+
+
+def _record(items: Any) -> str:
+    return "[" + ", ".join(f"{k} |-> {encode(v)}" for k, v in items) + "]"
+
+
+def _function(items: Any) -> str:
+    pairs = list(items)
+    if not pairs:
+        return EMPTY_FUNCTION
+    return "(" + " @@ ".join(f"{encode(k)} :> {encode(v)}" for k, v in pairs) + ")"
 
 
 def _encode_dict(value: dict[Any, Any]) -> str:
     items = {k: v for k, v in value.items() if v is not None}
     keys = [str(k) for k in items]
     if keys and all(_INT.match(k) for k in keys):
-        pairs = sorted((int(str(k)), v) for k, v in items.items())
-        return "(" + " @@ ".join(f"({k} :> {encode(v)})" for k, v in pairs) + ")"
+        return _function(sorted((int(str(k)), v) for k, v in items.items()))
     if not items:
         return EMPTY_FUNCTION
     if all(_IDENT.match(k) for k in keys):
-        return "[" + ", ".join(f"{k} |-> {encode(v)}" for k, v in items.items()) + "]"
+        return _record(items.items())
     raise NotEncodable(f"dict keys must be all identifiers or all integers: {sorted(keys)}")
 
 
@@ -74,8 +108,9 @@ _TOKEN = re.compile(
 
 
 def parse(text: str) -> Any:
-    """A value as TLC prints it, as Python: sequences -> tuples, records -> dicts with str keys,
-    functions ``(k :> v @@ ...)`` -> dicts, sets -> frozensets, model values -> their name.
+    """A value as TLC prints it, as Python: sequences -> tuples, records -> ``Record``,
+    functions ``(k :> v @@ ...)`` -> ``Function``, sets -> frozensets, model values and other
+    bare names -> ``ModelValue``.
 
     Raises:
         NotParsable: text outside that grammar.
@@ -118,7 +153,7 @@ def _parse_value(tokens: list[tuple[str, str]], pos: int, text: str) -> tuple[An
     if kind == "int":
         return int(tok), pos + 1
     if kind == "name":
-        return {"TRUE": True, "FALSE": False}.get(tok, tok), pos + 1
+        return {"TRUE": True, "FALSE": False}.get(tok, ModelValue(tok)), pos + 1
     if tok == "<<":
         items, pos = _parse_list(tokens, pos + 1, ">>", text)
         return tuple(items), pos
@@ -150,7 +185,7 @@ def _parse_list(
 
 
 def _parse_record(tokens: list[tuple[str, str]], pos: int, text: str) -> tuple[Any, int]:
-    record: dict[str, Any] = {}
+    record = Record()
     while True:
         if pos + 1 >= len(tokens) or tokens[pos][0] != "name" or tokens[pos + 1][1] != "|->":
             raise NotParsable(f"expected 'field |->' in {text!r}")
@@ -165,7 +200,7 @@ def _parse_record(tokens: list[tuple[str, str]], pos: int, text: str) -> tuple[A
 
 
 def _parse_function(tokens: list[tuple[str, str]], pos: int, text: str) -> tuple[Any, int]:
-    func: dict[Any, Any] = {}
+    func = Function()
     while True:
         key, pos = _parse_value(tokens, pos, text)
         if pos >= len(tokens) or tokens[pos][1] != ":>":

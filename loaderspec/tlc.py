@@ -22,9 +22,8 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 JAR_ENV = "TLA2TOOLS_JAR"
 DEADLOCK = "Deadlock"
@@ -50,6 +49,11 @@ _ACTION_RE = re.compile(
 _BACK_TO_RE = re.compile(r"^Back to state (\d+)")
 _COUNTS_RE = re.compile(r"^(\d+) states generated, (\d+) distinct states found", re.M)
 _VAR_RE = re.compile(r"^(?:/\\ )?([A-Za-z_]\w*) = (.*)$")
+_DEPTH_RE = re.compile(r"^The depth of the complete state graph search is (\d+)\.", re.M)
+# -coverage: "<Action line 3, col 1 to line 3, col 9 of module M>: 12:40" (distinct:total).
+_COVERAGE_RE = re.compile(
+    r"^<(\w+) line \d+, col \d+ to line \d+, col \d+ of module \w+>: \d+:(\d+)$", re.M
+)
 
 
 class TlcNotFound(RuntimeError):
@@ -94,6 +98,9 @@ class TlcResult:
     # (one TLC worker thread plus the JVM's own), whatever else loads the machine. Measured as
     # this process's children's usage, so only exact when no other child ends meanwhile.
     cpu_seconds: float | None = None
+    depth: int | None = None  # of the state graph TLC explored (breadth-first: the longest path)
+    # With -coverage: each action of Next -> the steps TLC took with it (0: never enabled).
+    coverage: dict[str, int] = field(default_factory=dict)
 
     @property
     def states(self) -> int | None:
@@ -243,6 +250,7 @@ def parse_output(output: str, returncode: int | None, cfg: Path | None = None) -
         violated = TLC_ERROR
     counts = _COUNTS_RE.findall(output)
     found, distinct = (int(counts[-1][0]), int(counts[-1][1])) if counts else (None, None)
+    depth = _DEPTH_RE.search(output)
     return TlcResult(
         ok=violated is None,
         violated=violated,
@@ -252,7 +260,18 @@ def parse_output(output: str, returncode: int | None, cfg: Path | None = None) -
         seconds=0.0,
         output=output,
         returncode=returncode,
+        depth=int(depth.group(1)) if depth else None,
+        coverage=parse_coverage(output),
     )
+
+
+def parse_coverage(output: str) -> dict[str, int]:
+    """With ``-coverage``: the steps TLC took with each action (its last report; invariants and
+    other definitions it lists without a count are left out)."""
+    steps: dict[str, int] = {}
+    for match in _COVERAGE_RE.finditer(output):
+        steps[match.group(1)] = int(match.group(2))
+    return steps
 
 
 def run_tlc(
@@ -305,166 +324,10 @@ def run_tlc(
         seconds = time.monotonic() - started
         cpu = _children_cpu() - usage_before
     result = parse_output(output, proc.returncode, cfg)
-    return TlcResult(
-        result.ok,
-        result.violated,
-        result.trace,
-        result.states_found,
-        result.distinct,
-        seconds,
-        output,
-        proc.returncode,
-        round(cpu, 1),
-    )
+    return replace(result, seconds=seconds, cpu_seconds=round(cpu, 1))
 
 
 def _children_cpu() -> float:
     """User + system CPU seconds of this process's children that have been waited for."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-# --- TLC's printed values, read back into Python (for readable counterexamples) -------------
-
-
-class Record(dict):
-    """A TLA+ record ``[a |-> 1]``: fields are strings."""
-
-
-class Function(dict):
-    """A TLA+ function printed as ``(0 :> a @@ 1 :> b)``."""
-
-
-_TOKEN_RE = re.compile(r'\s*("(?:[^"\\]|\\.)*"|-?\d+|<<|>>|\|->|:>|@@|[\[\](){},]|[A-Za-z_]\w*)')
-
-
-def parse_value(text: str) -> Any:
-    """A value as TLC prints it: records, functions, sequences (tuples), sets, strings, ints.
-
-    Raises:
-        ValueError: the text is not a value of that grammar.
-    """
-    tokens = _tokenize(text)
-    value, rest = _parse(tokens, 0)
-    if rest != len(tokens):
-        raise ValueError(f"trailing text in TLC value: {text!r}")
-    return value
-
-
-def _tokenize(text: str) -> list[str]:
-    tokens: list[str] = []
-    pos = 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        match = _TOKEN_RE.match(text, pos)
-        if not match:
-            raise ValueError(f"cannot read TLC value at {text[pos : pos + 20]!r}")
-        tokens.append(match.group(1))
-        pos = match.end()
-    return tokens
-
-
-def _parse(tokens: list[str], i: int) -> tuple[Any, int]:
-    if i >= len(tokens):
-        raise ValueError("TLC value ends early")
-    tok = tokens[i]
-    if tok == "<<":
-        items, i = _parse_list(tokens, i + 1, ">>")
-        return tuple(items), i
-    if tok == "{":
-        items, i = _parse_list(tokens, i + 1, "}")
-        return frozenset(items), i
-    if tok == "[":
-        record = Record()
-        i += 1
-        while tokens[i] != "]":
-            name, value_start = tokens[i], i + 2  # name |-> value
-            record[name], i = _parse(tokens, value_start)
-            i += 1 if tokens[i] == "," else 0
-        return record, i + 1
-    if tok == "(":
-        func = Function()
-        i += 1
-        while tokens[i] != ")":
-            key, i = _parse(tokens, i)
-            func[key], i = _parse(tokens, i + 1)  # skip :>
-            i += 1 if tokens[i] == "@@" else 0
-        return func, i + 1
-    if tok.startswith('"'):
-        return tok[1:-1], i + 1
-    if tok in ("TRUE", "FALSE"):
-        return tok == "TRUE", i + 1
-    if re.fullmatch(r"-?\d+", tok):
-        return int(tok), i + 1
-    return ModelValue(tok), i + 1
-
-
-def _parse_list(tokens: list[str], i: int, close: str) -> tuple[list[Any], int]:
-    items: list[Any] = []
-    while tokens[i] != close:
-        item, i = _parse(tokens, i)
-        items.append(item)
-        i += 1 if tokens[i] == "," else 0
-    return items, i + 1
-
-
-class ModelValue(str):
-    """A model value or other bare name in a TLC value."""
-
-
-def format_value(value: Any) -> str:
-    """The TLA+ text of a value read by ``parse_value``."""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, ModelValue):
-        return str(value)
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, tuple):
-        return "<<" + ", ".join(format_value(v) for v in value) + ">>"
-    if isinstance(value, frozenset):
-        return "{" + ", ".join(sorted(format_value(v) for v in value)) + "}"
-    if isinstance(value, Record):
-        return "[" + ", ".join(f"{k} |-> {format_value(v)}" for k, v in value.items()) + "]"
-    if isinstance(value, Function):
-        if not value:
-            return "<<>>"
-        return (
-            "("
-            + " @@ ".join(f"{format_value(k)} :> {format_value(v)}" for k, v in value.items())
-            + ")"
-        )
-    return str(value)
-
-
-def diff_values(path: str, old: Any, new: Any) -> list[str]:
-    """What changed from ``old`` to ``new``, one phrase per changed leaf.
-
-    Records and functions are entered (``worker_state[1]``, ``pin_msg.kind``); a sequence that
-    grew by one element at the end or lost its head reads ``append x`` / ``pop x``.
-    """
-    if old == new:
-        return []
-    # TLC prints a function whose domain is 1..n as a sequence, and an empty one as <<>>.
-    if isinstance(old, tuple) and isinstance(new, Function):
-        old = Function(enumerate(old, start=1))
-    elif isinstance(new, tuple) and isinstance(old, Function):
-        new = Function(enumerate(new, start=1))
-    if isinstance(old, dict) and isinstance(new, dict) and type(old) is type(new):
-        changes: list[str] = []
-        for key in list(old) + [k for k in new if k not in old]:
-            sub = f"{path}.{key}" if isinstance(old, Record) else f"{path}[{format_value(key)}]"
-            if key not in new:
-                changes.append(f"{sub} removed")
-            elif key not in old:
-                changes.append(f"{sub} = {format_value(new[key])}")
-            else:
-                changes.extend(diff_values(sub, old[key], new[key]))
-        return changes
-    if isinstance(old, tuple) and isinstance(new, tuple):
-        if len(new) == len(old) + 1 and new[:-1] == old:
-            return [f"{path}: append {format_value(new[-1])}"]
-        if len(old) == len(new) + 1 and old[1:] == new:
-            return [f"{path}: pop {format_value(old[0])}"]
-    return [f"{path}: {format_value(old)} -> {format_value(new)}"]

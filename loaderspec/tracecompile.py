@@ -82,7 +82,8 @@ def constants_for(run: Run) -> Constants:
     ``NumEpochs`` is 1 without persistent workers (each iterator is its own run), else the
     epochs the run reached, at least ``PERSISTENT_EPOCHS``: the user, not the loader, starts
     an epoch, so a larger bound allows nothing the log does not show. Every fault switch is
-    on: a fault only happens if it was logged.
+    on: a fault only happens if it was logged. Result channels are unbounded (a worker logs
+    its put before the write that may block).
 
     Raises:
         TraceConfigError: a missing or mistyped header field.
@@ -107,11 +108,15 @@ def constants_for(run: Run) -> Constants:
         "Persistent": persistent,
         "NumEpochs": num_epochs,
         "PinMemory": _bool(cfg, "pin_memory"),
+        "ResultCapacity": 0,  # unbounded: a put is logged before it blocks, not when it completes
         "WithKillWorker": True,
         "WithKillParent": True,
         "WithHang": True,
         "WithFetchError": True,
         "WithTimeout": True,
+        "WithPutError": True,
+        "WithRecvError": True,
+        "WithPinDeath": True,
     }
     return Constants(tuple((k, encode(v)) for k, v in values.items()))
 

@@ -4,7 +4,7 @@ One name, four places (docs/STYLE): a spec action ``MainTryPutIndex`` is the TLA
 name in ``spec/DataLoader.tla``, the ``Action`` member whose value is that name, the reference
 core's method (torch's name where one exists, given in ``CORE_METHOD``), the ``"action"`` field of
 a trace record, and ``MainTryPutIndexIfLogged`` in ``spec/TraceDataLoader.tla``. Properties are
-named as claims; each conformance case is marked with one of ``Property``'s values.
+named as claims (``PropertyName``); each conformance case is marked with one of their values.
 
 This module must not import torch, the reference loader or the conformance suite: all of them
 import it. Tests in ``tests/`` fail when these names and ``spec/`` drift apart.
@@ -28,7 +28,8 @@ class Actor(enum.Enum):
 class Action(enum.Enum):
     """Every step of the protocol. Values are the TLA+ action names in ``spec/DataLoader.tla``."""
 
-    # --- main process: the prefetch / reorder loop (torch: _try_put_index, _next_data) ---------
+    # --- main process: the user's call, the prefetch / reorder loop (torch: _next_data) ---------
+    MAIN_CALL_NEXT = "MainCallNext"  # the user calls next(): a call begins (it reads, then returns)
     MAIN_TRY_PUT_INDEX = "MainTryPutIndex"  # send task send_idx to the next active worker
     MAIN_GET_DATA = "MainGetData"  # take one (idx, data) message off the data queue
     MAIN_PROCESS_DATA = "MainProcessData"  # hand out task rcvd_idx (any, in_order=False); reraise
@@ -36,6 +37,7 @@ class Action(enum.Enum):
     MAIN_MARK_WORKER_UNAVAILABLE = "MainMarkWorkerUnavailable"  # retire a worker after exhaustion
     MAIN_STOP_ITERATION = "MainStopIteration"  # nothing left: raise StopIteration
     MAIN_DETECT_WORKER_FAILURE = "MainDetectWorkerFailure"  # a worker died: raise RuntimeError
+    MAIN_DETECT_PIN_FAILURE = "MainDetectPinFailure"  # the pin thread died: raise RuntimeError
     MAIN_TIMEOUT = "MainTimeout"  # `timeout` expired with nothing received: raise RuntimeError
     MAIN_RESUME_ITERATION = "MainResumeIteration"  # persistent workers: new epoch, send resume
     MAIN_DRAIN_RESUME = "MainDrainResume"  # read resume acks, dropping the old epoch's results
@@ -63,6 +65,9 @@ class Action(enum.Enum):
     FAULT_KILL_PARENT = "FaultKillParent"  # SIGKILL of the loader's process
     FAULT_HANG_WORKER = "FaultHangWorker"  # a fetch that never returns
     FAULT_FETCH_ERROR = "FaultFetchError"  # the dataset/collate raises: an ExceptionWrapper result
+    FAULT_PUT_ERROR = "FaultPutError"  # a worker's result cannot be sent (it does not pickle)
+    FAULT_RECV_ERROR = "FaultRecvError"  # the main process's read of a result fails
+    FAULT_PIN_DEATH = "FaultPinDeath"  # the pin thread dies (an exception escapes its loop)
 
     @property
     def actor(self) -> Actor:
@@ -76,6 +81,7 @@ class Action(enum.Enum):
 # The reference core's method for each action that the main process (the pure core) takes.
 # torch's name where torch has one; worker, pin and fault actions live in the IO shell.
 CORE_METHOD: dict[Action, str] = {
+    Action.MAIN_CALL_NEXT: "call_next",
     Action.MAIN_TRY_PUT_INDEX: "try_put_index",
     Action.MAIN_GET_DATA: "get_data",
     Action.MAIN_PROCESS_DATA: "process_data",
@@ -83,6 +89,7 @@ CORE_METHOD: dict[Action, str] = {
     Action.MAIN_MARK_WORKER_UNAVAILABLE: "mark_worker_as_unavailable",
     Action.MAIN_STOP_ITERATION: "stop_iteration",
     Action.MAIN_DETECT_WORKER_FAILURE: "detect_worker_failure",
+    Action.MAIN_DETECT_PIN_FAILURE: "detect_pin_failure",
     Action.MAIN_TIMEOUT: "timeout",
     Action.MAIN_RESUME_ITERATION: "resume_iteration",
     Action.MAIN_DRAIN_RESUME: "drain_resume",
@@ -112,125 +119,160 @@ class Kind(enum.Enum):
     MEASURED = "measured"  # wall-clock bounds: the conformance suite's clocks, not TLC
 
 
+class PropertyName(enum.Enum):
+    """Every property of the spec. Values are the TLA+ definition names in spec/DataLoader.tla
+    (and what a conformance case's ``spec_property`` marker names)."""
+
+    TYPE_OK = "TypeOK"
+    IN_ORDER_DELIVERY = "InOrderDelivery"
+    NO_DUPLICATE_DELIVERY = "NoDuplicateDelivery"
+    EXACTLY_ONCE = "ExactlyOnce"
+    NO_SILENT_LOSS = "NoSilentLoss"
+    PREFETCH_BOUND = "PrefetchBound"
+    NO_DELIVERY_AFTER_SHUTDOWN = "NoDeliveryAfterShutdown"
+    NO_STALE_EPOCH_DELIVERY = "NoStaleEpochDelivery"
+    PIN_THREAD_EXITS_FIRST = "PinThreadExitsFirst"
+    NO_DEADLOCK = "NoDeadlock"
+    ITERATION_TERMINATES = "IterationTerminates"
+    WORKER_DEATH_RAISES = "WorkerDeathRaises"
+    SHUTDOWN_COMPLETES = "ShutdownCompletes"
+    NO_ORPHAN_WORKERS = "NoOrphanWorkers"
+    FAIL_STOP_AFTER_FATAL_ERROR = "FailStopAfterFatalError"
+    PROMPT_FAULT_HANDLING = "PromptFaultHandling"
+
+
 @dataclass(frozen=True)
 class Property:
     """A claim of the spec, as TLC checks it and as the conformance suite grades it."""
 
-    name: str  # the TLA+ definition name in spec/DataLoader.tla
+    prop: PropertyName
     level: Level
     kind: Kind
     claim: str  # one sentence: what a correct loader guarantees
 
+    @property
+    def name(self) -> str:
+        """The TLA+ definition name in spec/DataLoader.tla."""
+        return self.prop.value
 
+
+P = PropertyName
 PROPERTIES: tuple[Property, ...] = (
-    Property("TypeOK", Level.MUST, Kind.INVARIANT, "Every variable holds a value of its type."),
+    Property(P.TYPE_OK, Level.MUST, Kind.INVARIANT, "Every variable holds a value of its type."),
     Property(
-        "InOrderDelivery",
+        P.IN_ORDER_DELIVERY,
         Level.MUST,
         Kind.INVARIANT,
         "With in_order=True, batches are handed out in sampler order.",
     ),
     Property(
-        "NoDuplicateDelivery",
+        P.NO_DUPLICATE_DELIVERY,
         Level.MUST,
         Kind.INVARIANT,
         "No task is handed out twice within an epoch, in either ordering mode.",
     ),
     Property(
-        "ExactlyOnce",
+        P.EXACTLY_ONCE,
         Level.MUST,
         Kind.INVARIANT,
-        "An epoch that ends in StopIteration without a fault has handed out every task once.",
+        "An epoch that ends in StopIteration has handed out every task once, and an"
+        " IterableDataset epoch ends only once every worker's shard has ended.",
     ),
     Property(
-        "NoSilentLoss",
+        P.NO_SILENT_LOSS,
         Level.MUST,
         Kind.INVARIANT,
-        "StopIteration is never raised while a task of a dead worker was not handed out.",
+        "No task is passed over: every task before the one handed out (or StopIteration) was"
+        " handed out, as its batch or its error, or retired by its worker's exhaustion.",
     ),
     Property(
-        "PrefetchBound",
+        P.PREFETCH_BOUND,
         Level.MUST,
         Kind.INVARIANT,
-        "At most prefetch_factor * num_workers tasks are outstanding at any time.",
+        "At most prefetch_factor * num_workers batches are loaded ahead (fetched and not yet"
+        " handed out) at any time.",
     ),
     Property(
-        "NoDeliveryAfterShutdown",
+        P.NO_DELIVERY_AFTER_SHUTDOWN,
         Level.MUST,
         Kind.INVARIANT,
-        "Nothing is handed out after the iterator has ended, raised a fatal error or shut down.",
+        "Nothing is handed out after StopIteration or a break until a new iter() starts the next"
+        " epoch: next() after the end raises StopIteration again.",
     ),
     Property(
-        "NoStaleEpochDelivery",
+        P.NO_STALE_EPOCH_DELIVERY,
         Level.MUST,
         Kind.INVARIANT,
         "A batch fetched for an earlier epoch is never handed out in a later one.",
     ),
     Property(
-        "PinThreadExitsFirst",
-        Level.MUST,
+        P.PIN_THREAD_EXITS_FIRST,
+        Level.SHOULD,
         Kind.INVARIANT,
-        "At shutdown no worker is told to exit while the pin-memory thread still reads.",
+        "At shutdown the pin-memory thread has stopped reading before any worker is told to exit.",
     ),
     Property(
-        "NoDeadlock",
+        P.NO_DEADLOCK,
         Level.MUST,
         Kind.DEADLOCK,
         "Some step is always possible until the run has ended.",
     ),
     Property(
-        "IterationTerminates",
+        P.ITERATION_TERMINATES,
         Level.MUST,
         Kind.TEMPORAL,
         "Every next() returns, raises StopIteration or raises an error (never hangs),"
         " unless a worker hangs and no timeout is set.",
     ),
     Property(
-        "WorkerDeathRaises",
+        P.WORKER_DEATH_RAISES,
         Level.MUST,
         Kind.TEMPORAL,
-        "A worker that dies while the iterator depends on it makes the main process raise.",
+        "A next() during which a worker it depends on is dead raises an error that is not a"
+        " timeout (or returns normally); it never hangs.",
     ),
     Property(
-        "ShutdownCompletes",
+        P.SHUTDOWN_COMPLETES,
         Level.MUST,
         Kind.TEMPORAL,
         "Once shutdown starts, every worker and the pin-memory thread are eventually gone,"
-        " stuck workers included.",
+        " stuck and blocked workers included.",
     ),
     Property(
-        "NoOrphanWorkers",
+        P.NO_ORPHAN_WORKERS,
         Level.MUST,
         Kind.TEMPORAL,
         "After the loader's process dies, every worker exits, busy and blocked ones included.",
     ),
     Property(
-        "FailStopAfterWorkerDeath",
+        P.FAIL_STOP_AFTER_FATAL_ERROR,
         Level.SHOULD,
         Kind.INVARIANT,
-        "After a worker death was reported, later next() calls raise promptly instead of"
-        " handing out batches that other workers fetched.",
+        "After next() raised a fatal error (a worker's death, a timeout, a failed read, the pin"
+        " thread's death), every later next() raises promptly: no batch, no StopIteration.",
     ),
     Property(
-        "PromptFaultHandling",
+        P.PROMPT_FAULT_HANDLING,
         Level.SHOULD,
         Kind.MEASURED,
         "Worker death is reported, shutdown completes and orphans exit within 0.5 s"
         " (torch's 5 s status-check interval is allowed, as NON-STRICT).",
     ),
 )
+del P
 
 PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in PROPERTIES)
 
 
-def property_named(name: str) -> Property:
-    """Look a property up by its spec name.
+def property_named(name: str | PropertyName) -> Property:
+    """Look a property up by its spec name (or its ``PropertyName``).
 
     Raises:
         KeyError: naming the unknown property and listing the known ones.
     """
+    value = name.value if isinstance(name, PropertyName) else name
     for prop in PROPERTIES:
-        if prop.name == name:
+        if prop.name == value:
             return prop
     known = ", ".join(sorted(PROPERTY_NAMES))
     raise KeyError(f"unknown spec property {name!r}; spec/ defines: {known}")

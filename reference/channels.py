@@ -10,7 +10,9 @@ know the protocol: it turns what arrives into ``reference.messages`` events, in 
 A torn message is not a clean EOF (CPython's ``connection.py``): a worker killed mid-send leaves a
 partial message whose read fails with EOF; the pipe is dropped, and the worker's sentinel (ready
 because the process ended) reports the death. Before an exit is reported, whatever the worker
-finished sending is read, so its results are never silently lost behind its death.
+finished sending is read, so its results are never silently lost behind its death. A message
+that arrived whole but cannot be rebuilt here (a class this process cannot import, say) is a
+``RecvFailed`` event (the spec's FaultRecvError): lost, and the reader decides what that means.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from reference import wire
-from reference.messages import Arrived, Event, Exited, Result
+from reference.messages import Arrived, Event, Exited, RecvFailed, Result
 
 
 class Receiver:
@@ -80,6 +82,9 @@ class Receiver:
             del self._conns[conn]
             self._unregister(conn)
             return False
+        except Exception as exc:  # read whole, not rebuilt: the framing is intact, go on
+            self.inbox.append(RecvFailed(worker, f"{type(exc).__name__}: {exc}"))
+            return True
         self.inbox.append(Arrived(worker, Result.from_wire(message)))
         return True
 

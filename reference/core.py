@@ -20,19 +20,27 @@ Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
 
 * The user's calls are requests (``ask``): a new iterator prefetches (``PREFETCH``), ``iter()``
   again on persistent workers resumes (``RESUME``), ``next()`` asks for a batch (``NEXT``, which
-  becomes ``REFILL`` once a result is handed out), letting go shuts down (``SHUTDOWN``).
+  becomes ``REFILL`` once a result is handed out), letting go shuts down (``SHUTDOWN``). Every
+  ``next()`` begins with ``call_next`` (MainCallNext: the main thread is now ``in_call``, the
+  spec's variable); the step that returns or raises ends the call.
 * ``next_action()`` answers the first enabled action of the row ``NEXT_ACTIONS[request][phase]``
   (once shutdown is decided and the user asks for it, of ``SHUTDOWN_ACTIONS[stage]``), as a
   ``Step`` with its parameters, or None when the request is served. ``GUARDS`` holds each
   action's enabling condition: the spec's guard, plus torch's policy of *when* it tries a put.
 * Events that are not spec actions: ``worker_ended(w)`` (a worker process ended; a death while
-  the iterator depends on it enables ``MainDetectWorkerFailure``) and ``sampler_ran_dry()``.
-* Tasks are numbered by ``send_idx`` in sampler order. torch tries ``prefetch_factor *
-  num_workers`` puts when an epoch starts and one after each hand-out or retirement; that is the
-  put budget (``_put_budget``), so at most ``max_tasks`` tasks are sent and not yet handed out
-  or retired (the reorder buffer stays bounded). A try that finds no eligible worker keeps its
-  budget for later (torch drops it). ``NothingLeft`` (the StopIteration guard) holds only once
-  the sampler ran dry or no worker is active; before that a put is due whatever the budget.
+  the iterator depends on it enables ``MainDetectWorkerFailure``), ``pin_thread_died()`` (enables
+  ``MainDetectPinFailure``), ``deadline_passed()`` (a wait ran out: ``MainTimeout``, unless a
+  death the loader can see is reported first: the row puts the detection before the timeout, as
+  the spec's guard does) and ``sampler_ran_dry()``. A read that failed is itself a step, taken
+  when the port reports it (``recv_error``, the spec's FaultRecvError: the message is lost).
+* Tasks are numbered by ``send_idx`` in sampler order. The spec's guard of a put is the reorder
+  window: fewer than ``max_tasks`` tasks sent and not yet handed out or retired
+  (``len(task_info)``). When to try one is torch's policy: ``prefetch_factor * num_workers``
+  puts when an epoch starts and one after each hand-out or retirement, the put budget
+  (``_put_budget``), which never exceeds the window's room. A try that finds no eligible worker
+  keeps its budget for later (torch drops it). ``NothingLeft`` (the StopIteration guard) holds
+  only once the sampler ran dry or no worker is active; before that a put is due whatever the
+  budget.
 * ``task_info[idx] = [worker, buffered]`` for every task sent and not yet handed out or retired;
   buffered results wait in ``_results`` until ``rcvd_idx`` reaches them (``in_order=True``), or
   are handed out as soon as they arrive (``in_order=False``).
@@ -40,8 +48,10 @@ Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
   retires it; the tasks still queued to it are dropped by the worker (``WorkerSkipIndex``) and
   ``skip_exhausted`` steps ``rcvd_idx`` over their slots. A slot already handed out
   (``in_order=False``) is stepped over the same way.
-* Fail-stop (docs/architecture.md): after ``detect_worker_failure`` or ``timeout`` the iterator
-  is ``FAILED`` (``failure`` says why) and hands out nothing more.
+* Fail-stop (docs/architecture.md): after ``detect_worker_failure``, ``detect_pin_failure``,
+  ``timeout`` or ``recv_error`` the iterator is ``FAILED`` (``failure`` says why) and hands out
+  nothing more: a later ``next()`` is ``call_next`` and nothing else, and raises the failure
+  again.
 * Persistent workers: ``resume_iteration`` starts epoch ``epoch + 1``; until every worker has
   acknowledged (``drain_resume``) results of the old epoch are dropped (``NoStaleEpochDelivery``).
 * Shutdown is the table ``SHUTDOWN_TRANSITIONS``, in the seeds' order: the pin thread first
@@ -83,7 +93,7 @@ class Phase(_State):
     RUNNING = "running"
     RESUMING = "resuming"  # persistent workers: waiting for every worker's resume ack
     ENDED = "ended"  # StopIteration was raised
-    FAILED = "failed"  # a worker died or the timeout expired: fail-stop
+    FAILED = "failed"  # a fatal error (death, timeout, failed read, pin thread): fail-stop
     DROPPED = "dropped"  # the user let go of the iterator (del, break, error in the loop)
 
 
@@ -92,7 +102,7 @@ class Request(_State):
 
     PREFETCH = "prefetch"  # iter() made this iterator: fill the prefetch window
     RESUME = "resume"  # iter() again on persistent workers: a new epoch, then PREFETCH
-    NEXT = "next"  # next(): hand out one result (then REFILL) or raise StopIteration
+    NEXT = "next"  # next(): MainCallNext, then hand out one result (then REFILL) or raise
     REFILL = "refill"  # the rest of next() after a hand-out: torch's _try_put_index
     SHUTDOWN = "shutdown"  # the user let go (del, break, exit), or shutdown was decided
 
@@ -110,6 +120,7 @@ class Stage(_State):
 _A, _P, _R, _S = Action, Phase, Request, Stage
 # The actions of every batch, as module names: ``Action.X`` is a descriptor call each time.
 _TRY_PUT, _GET, _PROCESS = _A.MAIN_TRY_PUT_INDEX, _A.MAIN_GET_DATA, _A.MAIN_PROCESS_DATA
+_CALL = _A.MAIN_CALL_NEXT
 _DATA = Kind.DATA
 # Step(...) without NamedTuple's Python-level __new__ (half the cost), for the per-batch steps.
 _new_step = tuple.__new__
@@ -119,9 +130,11 @@ _new_step = tuple.__new__
 #
 #   RUNNING --StopIteration--> ENDED --ResumeIteration--> RESUMING --last DrainResume--> RUNNING
 #   RUNNING --DropIterator--> DROPPED --ResumeIteration--> RESUMING      (persistent workers)
-#   RUNNING/RESUMING --DetectWorkerFailure/Timeout--> FAILED               (fail-stop: no exit)
+#   RUNNING/RESUMING --DetectWorkerFailure/DetectPinFailure/Timeout/FaultRecvError--> FAILED
+#   (fail-stop: no exit; a next() on a FAILED iterator is CallNext, which changes nothing)
 PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
     _P.RUNNING: {
+        _A.MAIN_CALL_NEXT: _P.RUNNING,
         _A.MAIN_TRY_PUT_INDEX: _P.RUNNING,
         _A.MAIN_GET_DATA: _P.RUNNING,
         _A.MAIN_PROCESS_DATA: _P.RUNNING,
@@ -129,16 +142,21 @@ PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
         _A.MAIN_MARK_WORKER_UNAVAILABLE: _P.RUNNING,
         _A.MAIN_STOP_ITERATION: _P.ENDED,
         _A.MAIN_DETECT_WORKER_FAILURE: _P.FAILED,
+        _A.MAIN_DETECT_PIN_FAILURE: _P.FAILED,
         _A.MAIN_TIMEOUT: _P.FAILED,
+        _A.FAULT_RECV_ERROR: _P.FAILED,
         _A.MAIN_DROP_ITERATOR: _P.DROPPED,
     },
     _P.RESUMING: {
         _A.MAIN_DRAIN_RESUME: _P.RESUMING,  # RUNNING once the last ack is in
         _A.MAIN_DETECT_WORKER_FAILURE: _P.FAILED,
+        _A.MAIN_DETECT_PIN_FAILURE: _P.FAILED,
         _A.MAIN_TIMEOUT: _P.FAILED,
+        _A.FAULT_RECV_ERROR: _P.FAILED,
         _A.MAIN_DROP_ITERATOR: _P.DROPPED,
     },
     _P.ENDED: {
+        _A.MAIN_CALL_NEXT: _P.ENDED,
         _A.MAIN_STOP_ITERATION: _P.ENDED,  # next() after the end raises StopIteration again
         _A.MAIN_RESUME_ITERATION: _P.RESUMING,
         _A.MAIN_DROP_ITERATOR: _P.ENDED,
@@ -147,11 +165,16 @@ PHASE_TRANSITIONS: dict[Phase, dict[Action, Phase]] = {
         _A.MAIN_RESUME_ITERATION: _P.RESUMING,
         _A.MAIN_DROP_ITERATOR: _P.DROPPED,
     },
-    _P.FAILED: {},
+    _P.FAILED: {_A.MAIN_CALL_NEXT: _P.FAILED},
 }
 
-# Once shutdown is decided, the only iteration action left is repeating StopIteration.
-_AFTER_SHUTDOWN = {(_P.ENDED, _A.MAIN_STOP_ITERATION)}
+# Once shutdown is decided, the only iteration actions left are a next() on an ended iterator
+# (StopIteration again) and a next() on a failed one (it raises again).
+_AFTER_SHUTDOWN = {
+    (_P.ENDED, _A.MAIN_CALL_NEXT),
+    (_P.ENDED, _A.MAIN_STOP_ITERATION),
+    (_P.FAILED, _A.MAIN_CALL_NEXT),
+}
 # The same table keyed by id(action) for the per-batch path (see _State: Action's hash is slow).
 _PHASE_TARGETS = {p: {id(a): t for a, t in row.items()} for p, row in PHASE_TRANSITIONS.items()}
 
@@ -175,26 +198,39 @@ SHUTDOWN_TRANSITIONS: dict[Stage, dict[Action, Stage]] = {
 
 # What the main process does next, by request and phase: the first action of the row whose guard
 # holds. A missing row means the request cannot be served in that phase (a violation); a row
-# with nothing enabled means the request is served. Fail-stop is the missing FAILED rows.
+# with nothing enabled means the request is served. Fail-stop is the FAILED row of NEXT: the call
+# and nothing else (the loop raises the failure again). A worker's death comes first in a row,
+# so it wins over a timeout found at the same wait (the spec's MainTimeout guard).
 NEXT_ACTIONS: dict[Request, dict[Phase, tuple[Action, ...]]] = {
     _R.PREFETCH: {_P.RUNNING: (_A.MAIN_TRY_PUT_INDEX,)},
     _R.RESUME: {
         _P.RUNNING: (_A.MAIN_DROP_ITERATOR,),  # the last epoch was broken off
         _P.ENDED: (_A.MAIN_RESUME_ITERATION,),
         _P.DROPPED: (_A.MAIN_RESUME_ITERATION,),
-        _P.RESUMING: (_A.MAIN_DETECT_WORKER_FAILURE, _A.MAIN_DRAIN_RESUME),
+        _P.RESUMING: (
+            _A.MAIN_DETECT_WORKER_FAILURE,
+            _A.MAIN_DETECT_PIN_FAILURE,
+            _A.MAIN_TIMEOUT,
+            _A.MAIN_DRAIN_RESUME,
+        ),
     },
     _R.NEXT: {
         _P.RUNNING: (
+            _A.MAIN_CALL_NEXT,
             _A.MAIN_DETECT_WORKER_FAILURE,
             _A.MAIN_TRY_PUT_INDEX,  # a due put first: retire, then sentinel, then put
             _A.MAIN_MARK_WORKER_UNAVAILABLE,
             _A.MAIN_PROCESS_DATA,
             _A.MAIN_SKIP_EXHAUSTED,
+            # Known only from a wait, so only where the next step would be the wait: nothing
+            # before them is enabled then, and a wait's event enables none of it.
+            _A.MAIN_DETECT_PIN_FAILURE,
+            _A.MAIN_TIMEOUT,
             _A.MAIN_GET_DATA,
             _A.MAIN_STOP_ITERATION,
         ),
-        _P.ENDED: (_A.MAIN_STOP_ITERATION,),
+        _P.ENDED: (_A.MAIN_CALL_NEXT, _A.MAIN_STOP_ITERATION),
+        _P.FAILED: (_A.MAIN_CALL_NEXT,),
     },
     _R.REFILL: {_P.RUNNING: (_A.MAIN_TRY_PUT_INDEX,)},
     _R.SHUTDOWN: {phase: (_A.MAIN_DROP_ITERATOR,) for phase in Phase},
@@ -242,10 +278,12 @@ class Step(NamedTuple):
 
 @dataclass(frozen=True)
 class Failure:
-    """Why a FAILED iterator failed: the action, and the dead workers it depended on."""
+    """Why a FAILED iterator failed: the action, the workers concerned (the dead ones it
+    depended on; the one whose result could not be read) and what the world said of it."""
 
-    action: Action  # MAIN_DETECT_WORKER_FAILURE or MAIN_TIMEOUT
+    action: Action  # MAIN_DETECT_WORKER_FAILURE, _DETECT_PIN_FAILURE, _TIMEOUT, FAULT_RECV_ERROR
     workers: tuple[int, ...] = ()
+    detail: str = ""  # the failed read's error, or why the pin thread died
 
 
 @dataclass(frozen=True)
@@ -289,7 +327,10 @@ class ProtocolCore:
         self.request = Request.PREFETCH
         self.last: Step | None = None  # the step the last action took
         self.failure: Failure | None = None
+        self.in_call = False  # the main thread is inside next() (or a resuming iter())
         self.ended: set[int] = set()  # workers whose process has ended (worker_ended)
+        self.pin_dead: str | None = None  # why the pin thread died (pin_thread_died), if it did
+        self.deadline = False  # the current wait ran out (deadline_passed)
         # Shutdown state, across epochs.
         self.shutdown = False
         self.stage = Stage.OPEN
@@ -375,6 +416,15 @@ class ProtocolCore:
         """Event: the sampler raised StopIteration when asked for the next task's index."""
         self.sampler_dry = True
 
+    def pin_thread_died(self, detail: str) -> None:
+        """Event: the pin-memory thread is gone, and everything it passed on has been read."""
+        self.pin_dead = detail
+
+    def deadline_passed(self) -> None:
+        """Event: a wait ran past the loader's ``timeout`` (reported with the deaths the port
+        could see at that moment, so that a death wins over the timeout)."""
+        self.deadline = True
+
     def next_action(self) -> Step | None:
         """The main-process action to take now for the current request, or None when it is served.
 
@@ -405,7 +455,7 @@ class ProtocolCore:
         """
         if self.phase is not Phase.RUNNING or self.shutdown:
             return None
-        if self.tasks_outstanding >= self.max_tasks:
+        if len(self.task_info) >= self.max_tasks:  # the reorder window is full (PrefetchBound)
             return None
         active = sum(self.workers_status)
         for step in range(self.num_workers):
@@ -477,6 +527,19 @@ class ProtocolCore:
         failure (the iterator is dead; the error is raised at once)."""
         return self.failure is None
 
+    # ---------------------------------------------------------- the call --------------------
+    def call_next(self) -> None:
+        """MainCallNext: the user called next(); the main thread is inside the call until a
+        step returns or raises. On a failed iterator nothing else happens: the loop raises the
+        failure again at once, reading and waiting for nothing."""
+        act = _CALL
+        target = self._target(act)
+        if self.in_call:
+            raise self._violation(act, "the main thread is inside a call already")
+        self.phase = target
+        self.in_call = target is not Phase.FAILED
+        self.last = _CALL_STEP
+
     # ---------------------------------------------------------- dispatch --------------------
     def try_put_index(self, worker: int) -> int:
         """MainTryPutIndex: task ``send_idx`` goes to ``worker``; returns its idx."""
@@ -484,8 +547,8 @@ class ProtocolCore:
         self._target(act)
         if self.sampler_dry:
             raise self._violation(act, "the sampler ran dry")
-        if self.tasks_outstanding >= self.max_tasks:
-            raise self._violation(act, "prefetch bound reached")
+        if len(self.task_info) >= self.max_tasks:
+            raise self._violation(act, "prefetch bound reached (the reorder window is full)")
         if self.next_worker() != worker:
             raise self._violation(act, f"worker {worker} is not next")
         idx = self.send_idx
@@ -555,6 +618,7 @@ class ProtocolCore:
             self.rcvd_idx += 1
         self.workers_num_tasks[worker] -= 1
         self._put_budget += 1  # torch tries a put after each hand-out
+        self.in_call = False  # next() returns (the refill after it is between calls)
         if self.request is Request.NEXT:
             self.request = Request.REFILL
         self.last = _new_step(Step, (act, worker, idx, kind))
@@ -580,6 +644,7 @@ class ProtocolCore:
         self._require(self.phase is Phase.ENDED or self.nothing_left(), act, "tasks are pending")
         decide = not self.persistent_workers and not self.shutdown
         self.phase = target
+        self.in_call = False
         if decide:
             self._decide_shutdown()
         self.last = Step(act)
@@ -592,22 +657,45 @@ class ProtocolCore:
         target = self._target(act)
         dead = self.dead_dependencies()
         self._require(bool(dead), act, "no dependent worker ended")
-        self.phase = target
-        self.failure = Failure(act, tuple(dead))
-        self._decide_shutdown()
         self.last = Step(act, dead[0])  # the spec reports one; the error names them all
-        return self.failure
+        return self._fail_stop(target, Failure(act, tuple(dead)))
+
+    def detect_pin_failure(self) -> Failure:
+        """MainDetectPinFailure: the pin-memory thread died (and everything it passed on before
+        was read). Fail-stop."""
+        act = Action.MAIN_DETECT_PIN_FAILURE
+        target = self._target(act)
+        self._require(self.pin_dead is not None, act, "the pin thread is not known to be dead")
+        self.last = Step(act)
+        return self._fail_stop(target, Failure(act, (), self.pin_dead or ""))
 
     def timeout(self) -> Failure:
-        """MainTimeout: nothing arrived within ``timeout`` seconds while waiting. Fail-stop."""
+        """MainTimeout: nothing arrived within ``timeout`` seconds while waiting. Fail-stop.
+        Not while a worker the iterator depends on is known dead: that death is reported."""
         act = Action.MAIN_TIMEOUT
         target = self._target(act)
         self._require(self.waits_for_data(), act, "the iterator waits for no result")
-        self.phase = target
-        self.failure = Failure(act)
-        self._decide_shutdown()
+        self._require(not self.dead_dependencies(), act, "a worker it depends on is dead")
         self.last = Step(act)
-        return self.failure
+        return self._fail_stop(target, Failure(act))
+
+    def recv_error(self, worker: int, detail: str = "") -> Failure:
+        """FaultRecvError: reading a result of ``worker`` failed (it arrived whole but cannot be
+        rebuilt here): the result is lost, and a later next() would wait for it for ever.
+        Fail-stop. Logged by the main process, which saw it, with its post-state."""
+        act = Action.FAULT_RECV_ERROR
+        target = self._target(act)
+        self._require(self.in_call, act, "nothing is read between calls")
+        self.last = Step(act, worker)
+        return self._fail_stop(target, Failure(act, (worker,), detail))
+
+    def _fail_stop(self, target: Phase, failure: Failure) -> Failure:
+        """A fatal error: the call raises it, the iterator is FAILED and shuts down."""
+        self.phase = target
+        self.in_call = False
+        self.failure = failure
+        self._decide_shutdown()
+        return failure
 
     def drop_iterator(self) -> bool:
         """MainDropIterator: the user let go (del, break, error in the loop, a new epoch).
@@ -633,6 +721,7 @@ class ProtocolCore:
         self._reset_epoch()
         self.resume_pending = set(range(self.num_workers))
         self.phase = target
+        self.in_call = True  # iter() waits for the acks (the spec's in_call)
         self.last = Step(act)
         return sorted(self.resume_pending)
 
@@ -650,6 +739,7 @@ class ProtocolCore:
             self.resume_pending.discard(worker)
             if not self.resume_pending:
                 self.phase = Phase.RUNNING
+                self.in_call = False
                 self.request = Request.PREFETCH
         self.last = Step(act, worker, None, kind)
         return stale
@@ -707,6 +797,15 @@ class ProtocolCore:
 # Each action's enabling condition for next_action(): the Step to take, or None. The spec's
 # guard, plus torch's policy of when a put is tried (the put budget); the action methods check
 # the spec's guard again (a caller may take any enabled action, as the spec allows).
+_CALL_STEP = Step(_CALL)
+
+
+def _call_guard(core: ProtocolCore) -> Step | None:
+    # Once per next(). On a FAILED iterator the call is all there is: the loop raises the
+    # failure again right after it (this guard would answer it again).
+    return None if core.in_call else _CALL_STEP
+
+
 def _try_put_guard(core: ProtocolCore) -> Step | None:
     if core.sampler_dry or (core._put_budget <= 0 and core.rcvd_idx != core.send_idx):
         return None
@@ -717,6 +816,15 @@ def _try_put_guard(core: ProtocolCore) -> Step | None:
 def _detect_guard(core: ProtocolCore) -> Step | None:
     dead = core.dead_dependencies() if core.ended else ()
     return Step(Action.MAIN_DETECT_WORKER_FAILURE, dead[0]) if dead else None
+
+
+def _detect_pin_guard(core: ProtocolCore) -> Step | None:
+    return None if core.pin_dead is None else Step(Action.MAIN_DETECT_PIN_FAILURE)
+
+
+def _timeout_guard(core: ProtocolCore) -> Step | None:
+    # After the detections in every row: a death the loader can see wins over the timeout.
+    return Step(Action.MAIN_TIMEOUT) if core.deadline and core.waits_for_data() else None
 
 
 def _mark_guard(core: ProtocolCore) -> Step | None:
@@ -774,8 +882,11 @@ def _always(action: Action) -> Callable[[ProtocolCore], Step]:
 
 
 GUARDS: dict[Action, Callable[[ProtocolCore], Step | None]] = {
+    _A.MAIN_CALL_NEXT: _call_guard,
     _A.MAIN_TRY_PUT_INDEX: _try_put_guard,
     _A.MAIN_DETECT_WORKER_FAILURE: _detect_guard,
+    _A.MAIN_DETECT_PIN_FAILURE: _detect_pin_guard,
+    _A.MAIN_TIMEOUT: _timeout_guard,
     _A.MAIN_MARK_WORKER_UNAVAILABLE: _mark_guard,
     _A.MAIN_PROCESS_DATA: _process_guard,
     _A.MAIN_SKIP_EXHAUSTED: _skip_guard,
@@ -799,6 +910,10 @@ _SHUTDOWN_GUARD_ROWS = {
     stage: tuple(GUARDS[a] for a in row) for stage, row in SHUTDOWN_ACTIONS.items()
 }
 
-# The two main-process actions next_action() never answers: they are taken on what the world
-# reports (a wait that timed out, a worker killed at the end of the bounded join).
-REPORTED_ACTIONS = frozenset({_A.MAIN_TIMEOUT, _A.MAIN_TERMINATE_WORKER})
+# The actions next_action() never answers: they are taken on what the world reports (a worker
+# killed at the end of the bounded join; a read that failed, the spec's FaultRecvError, which the
+# main process observes itself and takes as its own step).
+REPORTED_ACTIONS = frozenset({_A.MAIN_TERMINATE_WORKER, _A.FAULT_RECV_ERROR})
+# The core's method of each action it takes that is not a main-process action of the vocabulary
+# (``CORE_METHOD``): the fault the main process observes itself.
+OBSERVED_FAULT_METHOD: dict[Action, str] = {_A.FAULT_RECV_ERROR: "recv_error"}

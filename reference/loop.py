@@ -17,8 +17,19 @@ from typing import Any, Protocol
 
 from loaderspec import tracewriter
 from loaderspec.vocabulary import CORE_METHOD, Action
-from reference.core import Delivery, Failure, ProtocolCore, Request, Step
-from reference.messages import RESUME, SENTINEL, Arrived, Event, Exited, IndexMessage, Task
+from reference.core import OBSERVED_FAULT_METHOD, Delivery, Failure, ProtocolCore, Request, Step
+from reference.messages import (
+    RESUME,
+    SENTINEL,
+    Arrived,
+    Event,
+    Exited,
+    IndexMessage,
+    PinDied,
+    RecvFailed,
+    Task,
+    TimedOut,
+)
 
 
 class IteratorFailed(Exception):
@@ -41,7 +52,8 @@ class Port(Protocol):
         ...
 
     def wait(self) -> Event:
-        """Block until a result arrives, workers are found ended, or the timeout runs out."""
+        """Block until a result arrives, workers are found ended, a read fails, the pin thread
+        is found dead, or the timeout runs out (reporting the workers found ended by then)."""
         ...
 
     def set_pin_done(self, take_step: Callable[[], None]) -> None:
@@ -71,7 +83,8 @@ class Port(Protocol):
 
 
 def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
-    """Take ``action`` (the core's method ``CORE_METHOD[action]``) and write its trace record.
+    """Take ``action`` (the core's method ``CORE_METHOD[action]``, or for the fault the main
+    process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record.
 
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
@@ -93,12 +106,19 @@ def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
 
 # CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
 # Python function (reference.core._State says more), and so is ``Action.X`` (a descriptor).
-_METHOD = {id(action): name for action, name in CORE_METHOD.items()}
+_METHOD = {id(action): name for action, name in {**CORE_METHOD, **OBSERVED_FAULT_METHOD}.items()}
 _TRY_PUT, _GET, _PROCESS = Action.MAIN_TRY_PUT_INDEX, Action.MAIN_GET_DATA, Action.MAIN_PROCESS_DATA
+_CALL = Action.MAIN_CALL_NEXT
 _JOIN = Action.MAIN_JOIN_WORKER
 
 
 # ------------------------------------------------------------- the IO of each action ---------
+def _call_next(core: ProtocolCore, port: Port, step: Step) -> None:
+    take(core, _CALL)
+    if core.failure is not None:  # fail-stop: the call raises the failure again, at once
+        raise IteratorFailed(core.failure)
+
+
 def _fail(core: ProtocolCore, port: Port) -> None:
     port.shut_down()
     assert core.failure is not None  # the action just taken failed the iterator
@@ -106,14 +126,25 @@ def _fail(core: ProtocolCore, port: Port) -> None:
 
 
 def _on_other_event(core: ProtocolCore, port: Port, event: Event) -> None:
-    """What a wait brought instead of a result: ended workers (the core decides at its next step
-    whether that is a failure), or the timeout."""
-    if type(event) is Exited:
-        for worker in event.workers:
-            core.worker_ended(worker)
-    else:
-        take(core, Action.MAIN_TIMEOUT)
-        _fail(core, port)
+    """What a wait brought instead of a result. Ended workers, the timeout (with the workers
+    found ended by then) and the pin thread's death are events: the core decides at its next
+    step what they mean (a death it depends on wins over the timeout). A read that failed is a
+    step of its own (FaultRecvError), and fatal."""
+    match event:
+        case Exited(workers):
+            for worker in workers:
+                core.worker_ended(worker)
+        case TimedOut(_, ended):
+            for worker in ended:
+                core.worker_ended(worker)
+            core.deadline_passed()
+        case RecvFailed(worker, detail):
+            take(core, Action.FAULT_RECV_ERROR, worker, detail)
+            _fail(core, port)
+        case PinDied(_, detail):
+            core.pin_thread_died(detail)
+        case _:
+            raise TypeError(f"not an event of the port: {event!r}")
 
 
 def _try_put_index(core: ProtocolCore, port: Port, step: Step) -> None:
@@ -169,6 +200,16 @@ def _detect_worker_failure(core: ProtocolCore, port: Port, step: Step) -> None:
     _fail(core, port)
 
 
+def _detect_pin_failure(core: ProtocolCore, port: Port, step: Step) -> None:
+    take(core, Action.MAIN_DETECT_PIN_FAILURE)
+    _fail(core, port)
+
+
+def _timeout(core: ProtocolCore, port: Port, step: Step) -> None:
+    take(core, Action.MAIN_TIMEOUT)
+    _fail(core, port)
+
+
 def _resume_iteration(core: ProtocolCore, port: Port, step: Step) -> None:
     for worker in take(core, Action.MAIN_RESUME_ITERATION):
         port.send(worker, RESUME)
@@ -202,9 +243,10 @@ def _join_workers(core: ProtocolCore, port: Port, step: Step) -> None:
     reap(core, port, grace=wait, block=wait)
 
 
-# The IO of every action next_action() may answer (MainTimeout and MainTerminateWorker come
-# with a wait and a reap).
+# The IO of every action next_action() may answer (MainTerminateWorker comes with a reap, and
+# FaultRecvError with a wait).
 _PERFORM: dict[Action, Callable[[ProtocolCore, Port, Step], Any]] = {
+    Action.MAIN_CALL_NEXT: _call_next,
     Action.MAIN_TRY_PUT_INDEX: _try_put_index,
     Action.MAIN_GET_DATA: _get_data,
     Action.MAIN_PROCESS_DATA: _process_data,
@@ -212,6 +254,8 @@ _PERFORM: dict[Action, Callable[[ProtocolCore, Port, Step], Any]] = {
     Action.MAIN_MARK_WORKER_UNAVAILABLE: _mark_worker_unavailable,
     Action.MAIN_STOP_ITERATION: _stop_iteration,
     Action.MAIN_DETECT_WORKER_FAILURE: _detect_worker_failure,
+    Action.MAIN_DETECT_PIN_FAILURE: _detect_pin_failure,
+    Action.MAIN_TIMEOUT: _timeout,
     Action.MAIN_RESUME_ITERATION: _resume_iteration,
     Action.MAIN_DRAIN_RESUME: _drain_resume,
     Action.MAIN_DROP_ITERATOR: _drop_iterator,
@@ -246,19 +290,23 @@ def start_epoch(core: ProtocolCore, port: Port, *, resume: bool) -> None:
     epoch: break off the old one if it runs, resume, drain, prefetch).
 
     Raises:
-        IteratorFailed: a worker died or the timeout ran out while draining the resume acks.
+        IteratorFailed: a worker died, the pin thread died, a read failed or the timeout ran out
+            while draining the resume acks.
     """
     core.ask(Request.RESUME if resume else Request.PREFETCH)
     _run(core, port)
 
 
 def next_batch(core: ProtocolCore, port: Port) -> Delivery:
-    """``next()``: the steps up to the next hand-out, and the refill the core asks for after it.
+    """``next()``: MainCallNext, the steps up to the next hand-out, and the refill the core asks
+    for after it.
 
     Raises:
         StopIteration: nothing is left (and the workers are shut down unless persistent).
-        IteratorFailed: a worker the iterator depends on died, or the timeout ran out.
-        ProtocolViolation: the core cannot serve ``next()`` now (it failed, say).
+        IteratorFailed: a fatal error (a worker the iterator depends on died, the pin thread
+            died, a read failed, the timeout ran out), now or in an earlier call (fail-stop:
+            every later call raises it again, reading nothing).
+        ProtocolViolation: the core cannot serve ``next()`` now (a dropped iterator, say).
     """
     core.ask(Request.NEXT)
     delivery = _run(core, port)

@@ -71,12 +71,30 @@ class Exited(NamedTuple):
 
 
 class TimedOut(NamedTuple):
-    """Event: the wait ran past the loader's ``timeout``."""
+    """Event: the wait ran past the loader's ``timeout``. ``ended``: the workers the port found
+    ended at that moment (a death the loader can see wins over the timeout)."""
 
     after_s: float
+    ended: tuple[int, ...] = ()
 
 
-Event = Arrived | Exited | TimedOut
+class RecvFailed(NamedTuple):
+    """Event: a whole message of ``worker`` arrived but could not be rebuilt here (the spec's
+    FaultRecvError): it is lost. ``detail``: the error, as text."""
+
+    worker: int
+    detail: str
+
+
+class PinDied(NamedTuple):
+    """Event: the pin-memory thread is gone (after everything it passed on was read).
+    ``worker``: whose result it could not read, if that killed it; ``detail``: why."""
+
+    worker: int | None
+    detail: str
+
+
+Event = Arrived | Exited | TimedOut | RecvFailed | PinDied
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ from reference.messages import (
     Event,
     Exited,
     IndexMessage,
+    PinDied,
+    RecvFailed,
     Result,
     Task,
     TimedOut,
@@ -125,34 +127,51 @@ def _pin_loop(
     loop it looks at ``done_event`` before each get and each put, and does not put once it is
     set; the look and the step happen under ``done_lock``, which the main process holds while
     it takes MainSetPinDone and sets the event, so no get or put comes after that record.
+
+    A result it cannot read kills it, as in torch (FaultPinDeath: the exception escapes torch's
+    loop, pytorch F4); it leaves a ``PinDied`` event behind its last put, so the main process
+    learns of the death when it has read everything before it, at once rather than at its
+    ``_PIN_POLL_S`` look at the thread. Any other exception leaves one too, and is raised.
     """
     torch.set_num_threads(1)
     torch.multiprocessing._set_thread_name("pt_data_pin")
     if device_id >= 0:  # -1: no accelerator (a forced pin thread on CPU: pinning is identity)
         torch.accelerator.set_device_index(device_id)
-    while not done_event.is_set():
-        receiver.poll(None, extra=(wakeup,))
-        while receiver.inbox:
-            with done_lock:
-                if done_event.is_set():
-                    break
-                event = receiver.inbox.popleft()
-                if type(event) is Arrived and tracewriter.ENABLED:
-                    r = event.result
-                    tracewriter.emit(
-                        Action.PIN_GET_RESULT, worker=event.worker, task=r.idx, kind=r.kind.value
-                    )
-            if type(event) is Arrived:
-                event = Arrived(event.worker, _pinned(event.result, device, device_id))
-            with done_lock:
-                if done_event.is_set():
-                    break
-                if type(event) is Arrived and tracewriter.ENABLED:
-                    r = event.result
-                    tracewriter.emit(
-                        Action.PIN_PUT_DATA, worker=event.worker, task=r.idx, kind=r.kind.value
-                    )
-                data_queue.put(event)
+    try:
+        while not done_event.is_set():
+            receiver.poll(None, extra=(wakeup,))
+            while receiver.inbox:
+                with done_lock:
+                    if done_event.is_set():
+                        break
+                    event = receiver.inbox.popleft()
+                    if type(event) is RecvFailed:
+                        if tracewriter.ENABLED:
+                            tracewriter.emit(Action.FAULT_PIN_DEATH, worker=event.worker)
+                        data_queue.put(PinDied(event.worker, event.detail))
+                        return
+                    if type(event) is Arrived and tracewriter.ENABLED:
+                        r = event.result
+                        tracewriter.emit(
+                            Action.PIN_GET_RESULT,
+                            worker=event.worker,
+                            task=r.idx,
+                            kind=r.kind.value,
+                        )
+                if type(event) is Arrived:
+                    event = Arrived(event.worker, _pinned(event.result, device, device_id))
+                with done_lock:
+                    if done_event.is_set():
+                        break
+                    if type(event) is Arrived and tracewriter.ENABLED:
+                        r = event.result
+                        tracewriter.emit(
+                            Action.PIN_PUT_DATA, worker=event.worker, task=r.idx, kind=r.kind.value
+                        )
+                    data_queue.put(event)
+    except BaseException as exc:  # a bug of ours: the main process must not wait for ever
+        data_queue.put(PinDied(None, f"{type(exc).__name__}: {exc}"))
+        raise
     if tracewriter.ENABLED:
         tracewriter.emit(Action.PIN_EXIT)
 
@@ -331,6 +350,14 @@ class MultiProcessingIter(BaseIter):
     def _failure_message(self, failure: Failure) -> str:
         if failure.action is Action.MAIN_TIMEOUT:
             return f"DataLoader timed out after {self._timeout} seconds"
+        if failure.action is Action.MAIN_DETECT_PIN_FAILURE:  # torch's words, then why
+            return (
+                "Pin memory thread exited unexpectedly (DataLoader pin_memory=True): "
+                + failure.detail
+            )
+        if failure.action is Action.FAULT_RECV_ERROR:
+            (worker,) = failure.workers
+            return f"DataLoader could not read a result of worker {worker}: {failure.detail}"
         return _death_message([(self._pids[w], self._exit_codes[w]) for w in failure.workers])
 
     # ------------------------------------------------------------- epoch --------------------
@@ -371,6 +398,9 @@ class MultiProcessingIter(BaseIter):
         event = self._next_event(deadline)
         if type(event) is Exited:
             return self._on_exit(event.workers)
+        if type(event) is TimedOut:
+            # Deaths that raced the deadline go with it: the core reports them, not the timeout.
+            return event._replace(ended=self._on_exit(()).workers)
         return event
 
     def _next_event(self, deadline: float | None) -> Event:
@@ -380,8 +410,8 @@ class MultiProcessingIter(BaseIter):
                 try:
                     return self._data_queue.get(timeout=max(0.0, min(wait_s, _PIN_POLL_S)))
                 except queue.Empty:
-                    if not self._pin_memory_thread.is_alive():
-                        raise RuntimeError("Pin memory thread exited unexpectedly") from None
+                    if not self._pin_memory_thread.is_alive():  # gone without its PinDied
+                        return PinDied(None, "it left no reason")
                     if deadline is not None and time.monotonic() >= deadline:
                         return TimedOut(self._timeout)
         receiver = self._receiver

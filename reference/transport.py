@@ -368,7 +368,15 @@ def send(conn: Connection, obj: Any) -> None:
         UnpicklableBatchError: nothing was written; ``conn`` is still usable.
         OSError: from the write (e.g. ``BrokenPipeError``); the message may be partly written.
     """
-    parts = pack(obj)
+    write(conn, pack(obj))
+
+
+def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
+    """Write one message ``pack`` made (blocks while the pipe is full).
+
+    Raises:
+        OSError: from the write (e.g. ``BrokenPipeError``); the message may be partly written.
+    """
     if len(parts) == 1:
         # Small batch: Connection concatenates its header with the payload, one write.
         conn.send_bytes(parts[0])

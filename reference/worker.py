@@ -4,7 +4,7 @@ Owns what runs inside a worker: seeding (torch's, bit for bit), ``get_worker_inf
 ``_worker_info``), ``worker_init_fn``, the fetch loop and exiting when the loader's process dies.
 Knows the messages (``reference/messages.py``) and nothing of the main process's protocol state.
 Spec actions taken here: WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex, WorkerExit,
-WorkerWatchdogExit.
+WorkerWatchdogExit, and the fault FaultPutError (a batch that does not pickle).
 
 Parent death (``NoOrphanWorkers``): torch checks ``os.getppid()`` only between tasks, so a worker
 busy in ``__getitem__`` or blocked on a full queue outlives its parent. Here, on Linux,
@@ -105,20 +105,33 @@ def _seed(base_seed: int, worker_id: int) -> int:
     return seed
 
 
-def _send(conn: Connection, result: Result, worker_id: int) -> None:
-    """WorkerPut: one result message. An unpicklable result is sent as its error instead."""
+_UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
+
+
+def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
+    """WorkerPut: one result message, pickled first so that the put's record says what is sent.
+
+    A batch that cannot be pickled (FaultPutError) is sent as its error instead, so the main
+    process raises it in turn rather than wait for a batch that never comes (torch's feeder
+    thread dies on it and the loader hangs, pytorch#142884).
+    """
     try:
-        wire.send(conn, result.to_wire())
-    except (TypeError, AttributeError, pickle.PicklingError):
-        # Nothing was written (wire.send checks before writing): send the error in its place,
-        # so the main process raises it in turn instead of waiting for a batch that never comes.
+        parts = wire.pack(result.to_wire())
+    except _UNPICKLABLE:
+        if tracewriter.ENABLED and result.kind is Kind.DATA:  # the spec's fault is a batch's
+            tracewriter.emit(Action.FAULT_PUT_ERROR, epoch=epoch, worker=worker_id, task=result.idx)
         err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+        result = Result(result.idx, Kind.ERROR, err)
         try:
-            wire.send(conn, Result(result.idx, Kind.ERROR, err).to_wire())
-        except (TypeError, AttributeError, pickle.PicklingError):
+            parts = wire.pack(result.to_wire())
+        except _UNPICKLABLE:
             # Even the error's type cannot be pickled (a local class): keep its text only.
             err.exc_type = RuntimeError
-            wire.send(conn, Result(result.idx, Kind.ERROR, err).to_wire())
+            parts = wire.pack(result.to_wire())
+    if tracewriter.ENABLED:  # a put is logged before it happens
+        fields = {"epoch": epoch, "worker": worker_id, "task": result.idx}
+        tracewriter.emit(Action.WORKER_PUT, kind=result.kind.value, **fields)
+    wire.write(conn, parts)
 
 
 def _look_at_done(channels: WorkerChannels) -> tuple[int | None, bool]:
@@ -227,9 +240,7 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
                 kind = result.kind.value
                 tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, **fields)
-                # a put is logged before it happens
-                tracewriter.emit(Action.WORKER_PUT, kind=kind, **fields)
-            _send(result_conn, result, worker_id)
+            _send(result_conn, result, worker_id, epoch)
             del result, r, task
     except KeyboardInterrupt:
         pass  # the main process handles ^C; a worker ends quietly

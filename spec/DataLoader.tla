@@ -4,11 +4,13 @@
 (* torch/utils/data/dataloader.py, _utils/worker.py, _utils/pin_memory.py) *)
 (* as a correct loader must run it: prefetch, reorder buffer, IterableDataset *)
 (* exhaustion, persistent workers across epochs, the pin-memory thread,    *)
-(* and the shutdown order of the NOTE "Data Loader Multiprocessing         *)
-(* Shutdown Logic", with faults as nondeterministic actions.               *)
+(* the user's calls (inside next() or between calls), and the shutdown     *)
+(* order of the NOTE "Data Loader Multiprocessing Shutdown Logic", with    *)
+(* faults as nondeterministic actions.                                     *)
 (*                                                                         *)
 (* Actions (one per loaderspec.vocabulary.Action, named exactly):          *)
 (*   main process                                                          *)
+(*     MainCallNext                 the user calls next(): a call begins   *)
 (*     MainTryPutIndex              send task send_idx to the next worker  *)
 (*     MainGetData                  take one message off the data queue    *)
 (*     MainProcessData(i)           hand out task i (reraise an error)     *)
@@ -16,6 +18,7 @@
 (*     MainMarkWorkerUnavailable(w) retire w after its exhaustion message  *)
 (*     MainStopIteration            raise StopIteration                    *)
 (*     MainDetectWorkerFailure(w)   w died: raise RuntimeError, fail-stop  *)
+(*     MainDetectPinFailure         the pin thread died: raise, fail-stop  *)
 (*     MainTimeout                  `timeout` expired: raise, fail-stop    *)
 (*     MainResumeIteration          persistent: new epoch, resume to each  *)
 (*     MainDrainResume              read acks, dropping old-epoch results  *)
@@ -42,42 +45,57 @@
 (*     FaultKillParent              SIGKILL of the loader's process        *)
 (*     FaultHangWorker(w)           w takes its next task and never returns*)
 (*     FaultFetchError(w)           w's fetch raises: an ExceptionWrapper  *)
+(*     FaultPutError(w)             w's result cannot be sent (pickling)   *)
+(*     FaultRecvError(w)            the main process's read of w's channel *)
+(*                                  fails (fd exhaustion, unpickling)      *)
+(*     FaultPinDeath(w)             the pin thread dies reading w's channel*)
+(* A worker blocked on a full result channel is not an action but a state: *)
+(* ResultCapacity bounds each channel, and a worker holding a result with  *)
+(* no room waits until the reader takes one (only a reader inside a call,  *)
+(* or the pin thread, reads).                                              *)
 (* Plus Terminated, the stuttering step of a run that has ended, so that  *)
 (* TLC's deadlock check is exactly NoDeadlock.                             *)
 (*                                                                         *)
-(* Broken variants (spec/broken/) replace the "hook" definitions marked   *)
-(* HOOK below through `CONSTANT Hook <- BrokenHook` in their .cfg; the     *)
-(* hooks are the decisions a loader can get wrong.                         *)
+(* Broken variants (spec/MCBroken.tla, spec/broken/) replace the "hook"    *)
+(* definitions marked HOOK below through `CONSTANT Hook <- BrokenHook` in  *)
+(* their .cfg; the hooks are the decisions a loader can get wrong.         *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
 CONSTANTS
     NumWorkers,     \* num_workers (> 0: this is the multi-process iterator)
-    NumTasks,       \* B: the sampler's length (an IterableDataset's sampler is cut at B)
-    PrefetchFactor, \* prefetch_factor: at most PrefetchFactor * NumWorkers tasks outstanding
+    NumTasks,       \* B: the sampler's length (the model cuts an IterableDataset's at B too)
+    PrefetchFactor, \* prefetch_factor: at most PrefetchFactor * NumWorkers batches ahead
     InOrder,        \* in_order: hand batches out in sampler order (reorder buffer)
     Iterable,       \* an IterableDataset: a worker's fetch may end its shard (exhaustion)
     Persistent,     \* persistent_workers: workers survive the epoch, _ResumeIteration restarts
     NumEpochs,      \* epochs the user may start with persistent workers (1 otherwise)
     PinMemory,      \* pin_memory: a pin thread between worker_result_queue and data_queue
+    ResultCapacity, \* messages a worker's result channel holds (a pipe's buffer); 0: unbounded
     WithKillWorker, \* fault: a worker may be SIGKILLed at any point
     WithKillParent, \* fault: the loader's process may be SIGKILLed
     WithHang,       \* fault: a worker's fetch may never return
     WithFetchError, \* fault: a fetch may raise (delivered as an error in its turn)
-    WithTimeout     \* timeout > 0: waiting for data may time out
+    WithTimeout,    \* timeout > 0: waiting for data may time out
+    WithPutError,   \* fault: a worker's result may fail to be sent (it cannot be pickled)
+    WithRecvError,  \* fault: the main process's read of a result may fail
+    WithPinDeath    \* fault: the pin thread may die (an exception escapes its loop)
 
 ASSUME /\ NumWorkers \in Nat \ {0}
        /\ NumTasks \in Nat
        /\ PrefetchFactor \in Nat \ {0}
        /\ NumEpochs \in Nat \ {0}
+       /\ ResultCapacity \in Nat
        /\ Persistent \/ NumEpochs = 1
        /\ \A flag \in {InOrder, Iterable, Persistent, PinMemory, WithKillWorker,
-                       WithKillParent, WithHang, WithFetchError, WithTimeout} : flag \in BOOLEAN
+                       WithKillParent, WithHang, WithFetchError, WithTimeout, WithPutError,
+                       WithRecvError, WithPinDeath} : flag \in BOOLEAN
 
 Workers == 0 .. NumWorkers - 1
 MaxTasks == PrefetchFactor * NumWorkers   \* torch: max_tasks in _try_put_index
 NoIdx == -1
 Epochs == 0 .. NumEpochs - 1
+Failures == {"none", "death", "timeout", "recv", "pin"}
 
 (* Messages. Every message carries the epoch it was sent in: a ghost tag  *)
 (* for NoStaleEpochDelivery (torch's messages do not carry it).            *)
@@ -100,9 +118,9 @@ VARIABLES
     epoch,             \* epochs started by this iterator, minus one
     shutdown,          \* _shutdown: _shutdown_workers has started
     iter_state,        \* "running" | "resuming" | "stopped" | "failed" | "dropped"
+    in_call,           \* the main thread is inside next() (or iter() of a persistent loader)
     resume_iteration_cnt, \* resume acks still awaited by _reset
     sentinel_sent,     \* worker -> None was put into its index queue
-    failure_reported,  \* a worker death was raised to the user
     parent_alive,      \* the loader's process lives
     \* --- queues and events ---
     index_queues,      \* worker -> FIFO of IndexMsg
@@ -114,23 +132,26 @@ VARIABLES
     worker_state,      \* "idle" | "busy" | "hung" | "exited" | "killed" | "joined"
     worker_msg,        \* worker -> the result it fetched and will put (busy)
     iteration_end,     \* worker -> its shard is exhausted (torch's iteration_end)
-    pin_state,         \* "none" | "running" | "holding" | "exited" | "joined"
+    pin_state,         \* "none" | "running" | "holding" | "exited" | "dead" | "joined"
     pin_msg,           \* the result the pin thread holds
-    \* --- history, for the properties only ---
-    delivered,         \* this epoch's hand-outs: [idx, epoch, live, after_failure]
+    \* --- history, for the properties only (no guard reads it) ---
+    delivered,         \* this epoch's hand-outs: [idx, epoch, after_end, after_failure]
     assigned,          \* this epoch: task idx -> the worker it was sent to
-    exhausted_at       \* this epoch: worker -> idx of its exhausted fetch, or NoIdx
+    exhausted_at,      \* this epoch: worker -> idx of its exhausted fetch, or NoIdx
+    epoch_over,        \* this epoch raised StopIteration or was broken off
+    failure,           \* the fatal error this iterator raised: "none" | "death" | ...
+    pin_after_done     \* the pin thread read a worker's channel after workers_done_event
 
 main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
-               workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
-               resume_iteration_cnt, sentinel_sent, failure_reported, parent_alive>>
+               workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
+               resume_iteration_cnt, sentinel_sent, parent_alive>>
 queue_vars == <<index_queues, worker_result_queue, data_queue, workers_done_event,
                 pin_memory_thread_done_event>>
 actor_vars == <<worker_state, worker_msg, iteration_end, pin_state, pin_msg>>
-history_vars == <<delivered, assigned, exhausted_at>>
+history_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done>>
 vars == <<main_vars, queue_vars, actor_vars, history_vars>>
 
-DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, live : BOOLEAN,
+DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, after_end : BOOLEAN,
                 after_failure : BOOLEAN]
 TaskRec == [worker : Workers, data : ResultMsg \cup {NoMsg}]
 
@@ -146,9 +167,9 @@ TypeOK ==
     /\ epoch \in Epochs
     /\ shutdown \in BOOLEAN
     /\ iter_state \in {"running", "resuming", "stopped", "failed", "dropped"}
+    /\ in_call \in BOOLEAN
     /\ resume_iteration_cnt \in 0 .. NumWorkers
     /\ sentinel_sent \in [Workers -> BOOLEAN]
-    /\ failure_reported \in BOOLEAN
     /\ parent_alive \in BOOLEAN
     /\ index_queues \in [Workers -> Seq(IndexMsg)]
     /\ worker_result_queue \in [Workers -> Seq(ResultMsg)]
@@ -158,12 +179,15 @@ TypeOK ==
     /\ worker_state \in [Workers -> {"idle", "busy", "hung", "exited", "killed", "joined"}]
     /\ worker_msg \in [Workers -> ResultMsg \cup {NoMsg}]
     /\ iteration_end \in [Workers -> BOOLEAN]
-    /\ pin_state \in {"none", "running", "holding", "exited", "joined"}
+    /\ pin_state \in {"none", "running", "holding", "exited", "dead", "joined"}
     /\ pin_msg \in ResultMsg \cup {NoMsg}
     /\ delivered \in Seq(DeliveryRec)
     /\ DOMAIN assigned = 0 .. send_idx - 1
     /\ \A i \in DOMAIN assigned : assigned[i] \in Workers
     /\ exhausted_at \in [Workers -> {NoIdx} \cup (0 .. NumTasks - 1)]
+    /\ epoch_over \in BOOLEAN
+    /\ failure \in Failures
+    /\ pin_after_done \in BOOLEAN
 
 Init ==
     /\ send_idx = 0
@@ -176,9 +200,9 @@ Init ==
     /\ epoch = 0
     /\ shutdown = FALSE
     /\ iter_state = "running"
+    /\ in_call = FALSE
     /\ resume_iteration_cnt = 0
     /\ sentinel_sent = [w \in Workers |-> FALSE]
-    /\ failure_reported = FALSE
     /\ parent_alive = TRUE
     /\ index_queues = [w \in Workers |-> << >>]
     /\ worker_result_queue = [w \in Workers |-> << >>]
@@ -193,6 +217,9 @@ Init ==
     /\ delivered = << >>
     /\ assigned = << >>
     /\ exhausted_at = [w \in Workers |-> NoIdx]
+    /\ epoch_over = FALSE
+    /\ failure = "none"
+    /\ pin_after_done = FALSE
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -203,8 +230,16 @@ Gone(s) == s \in {"exited", "killed", "joined"}
 Alive(w) == worker_state[w] \in {"idle", "busy", "hung"}
 Buffered(i) == i \in DOMAIN task_info /\ task_info[i].data # NoMsg
 ActiveCount == Cardinality({w \in Workers : workers_status[w]})
-\* The main process is inside next() and iterating (not shut down, not dead).
+\* The epoch runs: not ended, failed or shut down (the main thread may be inside a call or not).
 Iterating == parent_alive /\ iter_state = "running" /\ ~shutdown
+\* Inside next() and iterating: the main thread reads results and hands them out.
+Serving == in_call /\ Iterating
+\* A worker's result channel has room for one more message (a pipe's buffer).
+HasRoom(w) == ResultCapacity = 0 \/ Len(worker_result_queue[w]) < ResultCapacity
+
+AllWorkersGone == \A w \in Workers : Gone(worker_state[w])
+PinGone == pin_state \in {"none", "joined"}
+ShutdownDone == shutdown /\ PinGone /\ \A w \in Workers : worker_state[w] = "joined"
 
 \* Where the main process reads results: the pin thread's data queue, or (without pin memory)
 \* any worker's result channel: neither torch's mp.Queue nor per-worker pipes order across workers.
@@ -217,13 +252,32 @@ PopSource(s) ==
          /\ UNCHANGED data_queue
 InputEmpty == \A s \in Sources : ~SourceReady(s)
 
+\* Messages on their way to the main process.
+Msgs(q) == {q[k] : k \in DOMAIN q}
+InFlight == UNION {Msgs(worker_result_queue[w]) : w \in Workers} \cup Msgs(data_queue)
+            \cup {pin_msg}
+
+\* torch's _reset: the per-epoch fields of the main process and the history of one epoch.
+ResetEpoch ==
+    /\ send_idx' = 0
+    /\ rcvd_idx' = 0
+    /\ task_info' = << >>
+    /\ tasks_outstanding' = 0
+    /\ workers_status' = [w \in Workers |-> TRUE]
+    /\ workers_num_tasks' = [w \in Workers |-> 0]
+    /\ worker_queue_idx' = 0
+    /\ delivered' = << >>
+    /\ assigned' = << >>
+    /\ exhausted_at' = [w \in Workers |-> NoIdx]
+
 -----------------------------------------------------------------------------
 (* HOOKS: the decisions a loader can get wrong. A broken variant replaces one. *)
 
 \* The sampler has another index (torch: _next_index raises StopIteration at the end).
 SamplerHasNext == send_idx < NumTasks
-\* The prefetch bound of _try_put_index.
-PrefetchRoom == tasks_outstanding < MaxTasks
+\* When a task may be sent: torch refills only after a hand-out (or an exhaustion), so at most
+\* MaxTasks tasks are sent and not yet handed out or retired (the reorder window).
+PrefetchRoom == Cardinality(DOMAIN task_info) < MaxTasks
 \* Task i may be handed out now: with in_order only task rcvd_idx (the reorder buffer).
 MayHandOut(i) == InOrder => i = rcvd_idx
 \* Whether a buffered result is handed out only while the iterator runs.
@@ -237,15 +291,30 @@ Skippable(i) ==
     ELSE task_info[i].data = NoMsg /\ ~workers_status[task_info[i].worker]
 \* StopIteration: nothing received is pending and no task can be sent any more.
 NothingLeft == rcvd_idx = send_idx /\ (~SamplerHasNext \/ ActiveCount = 0)
+\* A next() after StopIteration raises StopIteration again; a broken loader starts over.
+RestartsAfterEnd == FALSE
 \* Acks _reset waits for before the new epoch starts (one per worker).
 ResumeAcksAwaited == NumWorkers
-\* What the main process does on learning that worker w died: fail-stop.
-OnWorkerFailure(w) ==
+\* What the main process does on learning that worker w died: raise, then fail-stop.
+\* (Sets iter_state, shutdown, in_call, workers_status, task_info, tasks_outstanding.)
+FailStop ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
-    /\ UNCHANGED workers_status
+    /\ in_call' = FALSE
+    /\ UNCHANGED <<workers_status, task_info, tasks_outstanding>>
+OnWorkerFailure(w) == FailStop
 \* The main process learns of worker deaths (SIGCHLD, liveness poll, torn message).
 DetectsWorkerDeath == TRUE
+\* The main process learns that the pin thread died (its liveness, a marker it leaves).
+DetectsPinDeath == TRUE
+\* What the main process does when reading a result fails: raise, then fail-stop.
+OnRecvError ==
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
+\* What a worker does when its result cannot be sent: send the error in its place.
+OnPutError(w) ==
+    /\ worker_msg' = [worker_msg EXCEPT ![w].kind = "error"]
+    /\ UNCHANGED worker_state
 \* Shutdown order from the NOTE: the pin thread first, then the workers.
 PinShutdownMayStart == TRUE
 WorkersShutdownMayStart == ~PinMemory \/ pin_state = "joined"
@@ -253,6 +322,28 @@ WorkersShutdownMayStart == ~PinMemory \/ pin_state = "joined"
 TerminatesStragglers == TRUE
 \* States from which a worker notices that its parent died (correct: any, e.g. PDEATHSIG).
 WatchdogStates == {"idle", "busy", "hung"}
+
+-----------------------------------------------------------------------------
+(* The user's calls *)
+
+\* The user calls next() on the iterator: a call begins (it ends when an action returns or
+\* raises). On a failed iterator next() raises its error again at once, reading and waiting for
+\* nothing: that is not a step (the trace spec takes its record as a stutter). After the end,
+\* next() raises StopIteration again (MainStopIteration), once the shutdown has finished.
+MainCallNext ==
+    /\ parent_alive /\ ~in_call
+    /\ \/ iter_state = "running" /\ ~shutdown
+       \/ iter_state = "stopped" /\ (~shutdown \/ ShutdownDone)
+    /\ in_call' = TRUE
+    /\ IF RestartsAfterEnd /\ iter_state = "stopped" /\ ~shutdown
+       THEN /\ ResetEpoch  \* a new epoch nobody asked for: no iter(), no resume
+            /\ iter_state' = "running"
+            /\ UNCHANGED <<epoch, shutdown, resume_iteration_cnt, sentinel_sent, parent_alive>>
+            /\ UNCHANGED <<epoch_over, failure, pin_after_done>>
+       ELSE UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                        workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
+                        resume_iteration_cnt, sentinel_sent, parent_alive, history_vars>>
+    /\ UNCHANGED <<queue_vars, actor_vars>>
 
 -----------------------------------------------------------------------------
 (* The main process: prefetch and reorder (torch: _try_put_index, _next_data) *)
@@ -265,6 +356,8 @@ Candidates == {k \in 0 .. NumWorkers - 1 : Eligible((worker_queue_idx + k) % Num
 NextWorker == (worker_queue_idx + CHOOSE k \in Candidates : \A j \in Candidates : k <= j)
               % NumWorkers
 
+\* torch calls _try_put_index in _reset's priming loop, after each hand-out and after an
+\* exhaustion; here it may happen whenever the window has room (in or between calls).
 MainTryPutIndex ==
     /\ Iterating
     /\ SamplerHasNext
@@ -279,17 +372,17 @@ MainTryPutIndex ==
         /\ assigned' = assigned @@ (send_idx :> w)
     /\ tasks_outstanding' = tasks_outstanding + 1
     /\ send_idx' = send_idx + 1
-    /\ UNCHANGED <<rcvd_idx, workers_status, epoch, shutdown, iter_state,
-                   resume_iteration_cnt, sentinel_sent, failure_reported, parent_alive>>
+    /\ UNCHANGED <<rcvd_idx, workers_status, epoch, shutdown, iter_state, in_call,
+                   resume_iteration_cnt, sentinel_sent, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, delivered, exhausted_at>>
+    /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure, pin_after_done>>
 
 \* Receive one message: store it in its task's slot (handed out by MainProcessData, or retired
 \* by MainMarkWorkerUnavailable). A message matching no outstanding task (a resume ack, or a
 \* result of an earlier epoch in a broken loader) is dropped.
 MainGetData ==
-    /\ Iterating
+    /\ Serving
     /\ \E s \in Sources :
         /\ SourceReady(s)
         /\ PopSource(s)
@@ -299,32 +392,34 @@ MainGetData ==
                  /\ tasks_outstanding' = tasks_outstanding - 1
             ELSE UNCHANGED <<task_info, tasks_outstanding>>
     /\ UNCHANGED <<send_idx, rcvd_idx, workers_status, workers_num_tasks, worker_queue_idx,
-                   epoch, shutdown, iter_state, resume_iteration_cnt, sentinel_sent,
-                   failure_reported, parent_alive>>
+                   epoch, shutdown, iter_state, in_call, resume_iteration_cnt, sentinel_sent,
+                   parent_alive>>
     /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
 
 \* Hand out task i (its data, or reraise its error): in order, or any with in_order=False.
+\* The call returns.
 MainProcessData(i) ==
-    /\ HandOutGuard
+    /\ in_call /\ HandOutGuard
     /\ Buffered(i)
     /\ task_info[i].data.kind \in {"data", "error"}
     /\ MayHandOut(i)
     /\ LET m == task_info[i].data IN
-        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, live |-> Iterating,
-                                           after_failure |-> failure_reported])
+        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, after_end |-> epoch_over,
+                                           after_failure |-> failure # "none"])
         /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![task_info[i].worker] = @ - 1]
     /\ task_info' = AfterHandOut(i)
     /\ rcvd_idx' = IF i = rcvd_idx THEN rcvd_idx + 1 ELSE rcvd_idx
+    /\ in_call' = FALSE
     /\ UNCHANGED <<send_idx, tasks_outstanding, workers_status, worker_queue_idx, epoch,
-                   shutdown, iter_state, resume_iteration_cnt, sentinel_sent,
-                   failure_reported, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at>>
+                   shutdown, iter_state, resume_iteration_cnt, sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at, epoch_over, failure,
+                   pin_after_done>>
 
 \* Step rcvd_idx over a slot with nothing to hand out: handed out already (in_order=False) or
 \* owned by a retired (exhausted) worker that will send nothing for it.
 MainSkipExhausted ==
-    /\ Iterating
+    /\ Serving
     /\ rcvd_idx < send_idx
     /\ Skippable(rcvd_idx)
     /\ rcvd_idx' = rcvd_idx + 1
@@ -333,14 +428,14 @@ MainSkipExhausted ==
             /\ tasks_outstanding' = tasks_outstanding - 1
        ELSE UNCHANGED <<task_info, tasks_outstanding>>
     /\ UNCHANGED <<send_idx, workers_status, workers_num_tasks, worker_queue_idx, epoch,
-                   shutdown, iter_state, resume_iteration_cnt, sentinel_sent,
-                   failure_reported, parent_alive>>
+                   shutdown, iter_state, in_call, resume_iteration_cnt, sentinel_sent,
+                   parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
 
 \* An _IterableDatasetStopIteration from w arrived: send w no more tasks this epoch; without
 \* persistent workers also tell it to exit (torch: _mark_worker_as_unavailable puts None).
 MainMarkWorkerUnavailable(w) ==
-    /\ Iterating
+    /\ Serving
     /\ \E i \in DOMAIN task_info :
         /\ Buffered(i)
         /\ task_info[i].data.kind = "exhausted"
@@ -354,22 +449,26 @@ MainMarkWorkerUnavailable(w) ==
                                              epoch |-> epoch])]
             /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
     /\ UNCHANGED <<send_idx, rcvd_idx, tasks_outstanding, workers_num_tasks, worker_queue_idx,
-                   epoch, shutdown, iter_state, resume_iteration_cnt, failure_reported,
-                   parent_alive>>
+                   epoch, shutdown, iter_state, in_call, resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
 
-\* Nothing left to hand out: raise StopIteration; without persistent workers, shut down.
+\* Nothing left to hand out: raise StopIteration; without persistent workers, shut down. A next()
+\* after the end raises StopIteration again.
 MainStopIteration ==
-    /\ Iterating
-    /\ NothingLeft
+    /\ in_call /\ parent_alive
+    /\ \/ Iterating /\ NothingLeft
+       \/ iter_state = "stopped"
     /\ iter_state' = "stopped"
-    /\ shutdown' = ~Persistent
+    /\ in_call' = FALSE
+    /\ shutdown' = IF iter_state = "stopped" THEN shutdown ELSE ~Persistent
+    /\ epoch_over' = TRUE
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
-                   sentinel_sent, failure_reported, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+                   sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
+                   pin_after_done>>
 
 \* The iterator depends on worker w and w died (not by our own terminate at shutdown).
 DependsOnDead(w) ==
@@ -379,16 +478,36 @@ DependsOnDead(w) ==
     /\ iter_state \in {"running", "resuming"}
     /\ ~shutdown
 
-\* SIGCHLD / the liveness poll: raise RuntimeError naming w ("exited unexpectedly").
+\* SIGCHLD / the liveness poll, seen inside a call: raise RuntimeError naming w ("exited
+\* unexpectedly").
 MainDetectWorkerFailure(w) ==
     /\ DetectsWorkerDeath
+    /\ in_call
     /\ DependsOnDead(w)
-    /\ ~failure_reported
-    /\ failure_reported' = TRUE
+    /\ failure' = "death"
     /\ OnWorkerFailure(w)
-    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_num_tasks,
-                   worker_queue_idx, epoch, resume_iteration_cnt, sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+    /\ UNCHANGED <<send_idx, rcvd_idx, workers_num_tasks, worker_queue_idx, epoch,
+                   resume_iteration_cnt, sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
+                   pin_after_done>>
+
+\* Waiting on the pin thread's queue, the main process finds the thread dead (torch: "Pin memory
+\* thread exited unexpectedly"): raise, fail-stop.
+MainDetectPinFailure ==
+    /\ DetectsPinDeath
+    /\ in_call /\ parent_alive /\ ~shutdown
+    /\ iter_state \in {"running", "resuming"}
+    /\ pin_state = "dead"
+    /\ data_queue = << >>
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
+    /\ in_call' = FALSE
+    /\ failure' = "pin"
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
+                   sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
+                   pin_after_done>>
 
 \* next() waits in _get_data: in order, for rcvd_idx's result (its slot outstanding at an active
 \* worker, whatever later results are buffered); with in_order=False, for any result while none
@@ -403,51 +522,49 @@ WaitsForData ==
           ELSE /\ tasks_outstanding > 0
                /\ \A i \in DOMAIN task_info : task_info[i].data = NoMsg
 
-\* `timeout` seconds with nothing received while waiting: raise RuntimeError, fail-stop.
+\* `timeout` seconds with nothing received while waiting: raise RuntimeError, fail-stop. torch
+\* checks for dead workers before it reports a timeout: a death it can see wins.
 MainTimeout ==
     /\ WithTimeout
-    /\ parent_alive /\ ~shutdown
+    /\ in_call /\ parent_alive /\ ~shutdown
     /\ WaitsForData
     /\ InputEmpty
+    /\ ~(DetectsWorkerDeath /\ \E w \in Workers : DependsOnDead(w))
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
+    /\ in_call' = FALSE
+    /\ failure' = "timeout"
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
-                   sentinel_sent, failure_reported, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+                   sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
+                   pin_after_done>>
 
 \* Persistent workers, a new iter(loader) after StopIteration or a break: _reset sends
-\* _ResumeIteration to every worker and will wait for as many acks.
+\* _ResumeIteration to every worker and waits, inside iter(), for as many acks.
 MainResumeIteration ==
     /\ Persistent
-    /\ parent_alive /\ ~shutdown
+    /\ parent_alive /\ ~shutdown /\ ~in_call
     /\ iter_state \in {"stopped", "dropped"}
     /\ epoch + 1 < NumEpochs
     /\ epoch' = epoch + 1
     /\ index_queues' = [w \in Workers |->
                           Append(index_queues[w], [kind |-> "resume", idx |-> NoIdx,
                                                    epoch |-> epoch + 1])]
-    /\ send_idx' = 0
-    /\ rcvd_idx' = 0
-    /\ task_info' = << >>
-    /\ tasks_outstanding' = 0
-    /\ workers_status' = [w \in Workers |-> TRUE]
-    /\ workers_num_tasks' = [w \in Workers |-> 0]
-    /\ worker_queue_idx' = 0
+    /\ ResetEpoch
     /\ resume_iteration_cnt' = ResumeAcksAwaited
     /\ iter_state' = IF ResumeAcksAwaited = 0 THEN "running" ELSE "resuming"
-    /\ delivered' = << >>
-    /\ assigned' = << >>
-    /\ exhausted_at' = [w \in Workers |-> NoIdx]
-    /\ UNCHANGED <<shutdown, sentinel_sent, failure_reported, parent_alive>>
+    /\ in_call' = (ResumeAcksAwaited > 0)
+    /\ epoch_over' = FALSE
+    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure, pin_after_done>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
     /\ UNCHANGED actor_vars
 
 \* _reset's loop: read one message; a resume ack counts, anything else (a result of the epoch
-\* that was broken off) is dropped. The last ack starts the epoch.
+\* that was broken off) is dropped. The last ack starts the epoch and iter() returns.
 MainDrainResume ==
-    /\ parent_alive /\ ~shutdown
+    /\ in_call /\ parent_alive /\ ~shutdown
     /\ iter_state = "resuming"
     /\ \E s \in Sources :
         /\ SourceReady(s)
@@ -456,26 +573,29 @@ MainDrainResume ==
                left == IF ack THEN resume_iteration_cnt - 1 ELSE resume_iteration_cnt
            IN /\ resume_iteration_cnt' = left
               /\ iter_state' = IF left = 0 THEN "running" ELSE "resuming"
+              /\ in_call' = (left > 0)
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, shutdown, sentinel_sent,
-                   failure_reported, parent_alive>>
+                   parent_alive>>
     /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
 
-\* The user breaks off (break, del it, an exception in the loop body) or drops the loader.
-\* Persistent workers survive a break mid-epoch; everything else starts the shutdown.
+\* The user breaks off between calls (break, del it, an exception in the loop body) or drops
+\* the loader. Persistent workers survive a break mid-epoch; everything else starts the shutdown.
 MainDropIterator ==
-    /\ parent_alive /\ ~shutdown
+    /\ parent_alive /\ ~shutdown /\ ~in_call
     /\ iter_state \in {"running", "stopped", "dropped"}
     /\ IF Persistent /\ iter_state = "running"
        THEN /\ iter_state' = "dropped"
             /\ UNCHANGED shutdown
        ELSE /\ shutdown' = TRUE
             /\ iter_state' = IF iter_state = "running" THEN "dropped" ELSE iter_state
+    /\ epoch_over' = TRUE
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
-                   workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
-                   sentinel_sent, failure_reported, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+                   workers_num_tasks, worker_queue_idx, epoch, in_call, resume_iteration_cnt,
+                   sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
+                   pin_after_done>>
 
 -----------------------------------------------------------------------------
 (* The main process: shutdown, in the NOTE's order (torch: _shutdown_workers) *)
@@ -488,9 +608,10 @@ MainSetPinDone ==
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
                    workers_done_event, actor_vars, history_vars>>
 
+\* The pin thread has ended (told to, or dead): join returns.
 MainJoinPinThread ==
     /\ parent_alive /\ pin_memory_thread_done_event
-    /\ pin_state = "exited"
+    /\ pin_state \in {"exited", "dead"}
     /\ pin_state' = "joined"
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end, pin_msg,
                    history_vars>>
@@ -510,8 +631,8 @@ MainPutSentinel(w) ==
                           Append(@, [kind |-> "sentinel", idx |-> NoIdx, epoch |-> epoch])]
     /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
-                   workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
-                   resume_iteration_cnt, failure_reported, parent_alive>>
+                   workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
+                   resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, actor_vars, history_vars>>
 
@@ -524,7 +645,8 @@ MainJoinWorker(w) ==
     /\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,
                    history_vars>>
 
-\* w.join(timeout) returned with w alive (slow, stuck or hung): w.terminate().
+\* w.join(timeout) returned with w alive (slow, stuck, hung, or blocked on a full channel that
+\* nobody reads any more): w.terminate().
 MainTerminateWorker(w) ==
     /\ TerminatesStragglers
     /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
@@ -559,10 +681,13 @@ WorkerFetch(w) ==
                ELSE UNCHANGED <<iteration_end, exhausted_at>>
     /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
-                   pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned>>
+                   pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned,
+                   epoch_over, failure, pin_after_done>>
 
+\* Put the result on w's channel; with the channel full, w waits (blocked in the pipe write).
 WorkerPut(w) ==
     /\ worker_state[w] = "busy"
+    /\ HasRoom(w)
     /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Append(@, worker_msg[w])]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
     /\ worker_state' = [worker_state EXCEPT ![w] = "idle"]
@@ -573,6 +698,7 @@ WorkerPut(w) ==
 WorkerAckResume(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "resume")
+    /\ HasRoom(w)
     /\ PopIndex(w)
     /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] =
                                  Append(@, [kind |-> "resume", idx |-> NoIdx, worker |-> w,
@@ -619,9 +745,10 @@ PinGetResult ==
         /\ pin_msg' = Head(worker_result_queue[w])
         /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
     /\ pin_state' = "holding"
+    /\ pin_after_done' = (pin_after_done \/ workers_done_event)
     /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
-                   history_vars>>
+                   delivered, assigned, exhausted_at, epoch_over, failure>>
 
 PinPutData ==
     /\ parent_alive
@@ -663,8 +790,8 @@ FaultKillParent ==
     /\ pin_state' = IF pin_state \in {"running", "holding"} THEN "exited" ELSE pin_state
     /\ pin_msg' = NoMsg
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
-                   workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
-                   resume_iteration_cnt, sentinel_sent, failure_reported>>
+                   workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
+                   resume_iteration_cnt, sentinel_sent>>
     /\ UNCHANGED <<queue_vars, worker_state, worker_msg, iteration_end, history_vars>>
 
 \* w takes its next task and its fetch never returns.
@@ -690,21 +817,60 @@ FaultFetchError(w) ==
                    pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
                    history_vars>>
 
+\* w's fetched batch cannot be sent (it does not pickle; torch's feeder thread dies on it,
+\* pytorch#142884): what the worker does instead is OnPutError.
+FaultPutError(w) ==
+    /\ WithPutError
+    /\ worker_state[w] = "busy"
+    /\ worker_msg[w].kind = "data"
+    /\ OnPutError(w)
+    /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+
+\* Inside a call, the main process's read of w's channel fails (fd exhaustion: "received 0
+\* items of ancdata"; a result that cannot be unpickled): the message is lost, next() raises.
+FaultRecvError(w) ==
+    /\ WithRecvError /\ ~PinMemory
+    /\ in_call /\ parent_alive /\ ~shutdown
+    /\ iter_state \in {"running", "resuming"}
+    /\ worker_result_queue[w] # << >>
+    /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
+    /\ OnRecvError
+    /\ in_call' = FALSE
+    /\ failure' = "recv"
+    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
+                   workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
+                   sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<index_queues, data_queue, workers_done_event, pin_memory_thread_done_event,
+                   actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done>>
+
+\* The pin thread's read of w's channel raises and the exception escapes its loop (torch F4: a
+\* shared-memory rebuild error): the message is lost, the thread is dead.
+FaultPinDeath(w) ==
+    /\ WithPinDeath
+    /\ parent_alive
+    /\ pin_state = "running"
+    /\ ~pin_memory_thread_done_event
+    /\ worker_result_queue[w] # << >>
+    /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
+    /\ pin_state' = "dead"
+    /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
+                   pin_msg, history_vars>>
+
 -----------------------------------------------------------------------------
 (* The end of a run, and the specification *)
 
-AllWorkersGone == \A w \in Workers : Gone(worker_state[w])
-PinGone == pin_state \in {"none", "joined"}
-ShutdownDone == shutdown /\ PinGone /\ \A w \in Workers : worker_state[w] = "joined"
 \* Nothing is left to do: shut down completely, or the parent died and its workers with it.
-Ended == (parent_alive /\ ShutdownDone) \/ (~parent_alive /\ AllWorkersGone)
+Ended == (parent_alive /\ ShutdownDone /\ ~in_call) \/ (~parent_alive /\ AllWorkersGone)
 
 Terminated == Ended /\ UNCHANGED vars
 
 MainNext ==
+    \/ MainCallNext
     \/ MainTryPutIndex \/ MainGetData \/ \E i \in 0 .. NumTasks - 1 : MainProcessData(i)
     \/ MainSkipExhausted \/ \E w \in Workers : MainMarkWorkerUnavailable(w)
     \/ MainStopIteration \/ \E w \in Workers : MainDetectWorkerFailure(w)
+    \/ MainDetectPinFailure
     \/ MainTimeout \/ MainResumeIteration \/ MainDrainResume \/ MainDropIterator
     \/ MainSetPinDone \/ MainJoinPinThread \/ MainSetWorkersDone
     \/ \E w \in Workers : MainPutSentinel(w) \/ MainJoinWorker(w) \/ MainTerminateWorker(w)
@@ -718,20 +884,23 @@ PinNext == PinGetResult \/ PinPutData \/ PinExit
 FaultNext ==
     \/ FaultKillParent
     \/ \E w \in Workers : FaultKillWorker(w) \/ FaultHangWorker(w) \/ FaultFetchError(w)
+    \/ \E w \in Workers : FaultPutError(w) \/ FaultRecvError(w) \/ FaultPinDeath(w)
 
 \* Every step but the stuttering of an ended run.
 Progress == MainNext \/ (\E w \in Workers : WorkerNext(w)) \/ PinNext \/ FaultNext
 
 Next == Progress \/ Terminated
 
-(* Fairness: every step of the loader's own code that stays possible is eventually taken.  *)
-(* The user's choices (MainDropIterator, MainResumeIteration) and the faults are not fair. *)
+(* Fairness: every step of the loader's own code that stays possible is eventually taken.     *)
+(* The user's choices (MainCallNext, MainDropIterator, MainResumeIteration) and the faults are *)
+(* not fair: a user may stop calling next() at any point.                                      *)
 Fairness ==
     /\ WF_vars(MainTryPutIndex) /\ WF_vars(MainGetData)
     /\ WF_vars(\E i \in 0 .. NumTasks - 1 : MainProcessData(i))
     /\ WF_vars(MainSkipExhausted) /\ WF_vars(\E w \in Workers : MainMarkWorkerUnavailable(w))
     /\ WF_vars(MainStopIteration) /\ WF_vars(MainTimeout) /\ WF_vars(MainDrainResume)
     /\ \A w \in Workers : WF_vars(MainDetectWorkerFailure(w))
+    /\ WF_vars(MainDetectPinFailure)
     /\ WF_vars(MainSetPinDone) /\ WF_vars(MainJoinPinThread) /\ WF_vars(MainSetWorkersDone)
     /\ \A w \in Workers : WF_vars(MainPutSentinel(w)) /\ WF_vars(MainJoinWorker(w))
     /\ \A w \in Workers : WF_vars(MainTerminateWorker(w))
@@ -741,7 +910,8 @@ Fairness ==
 Spec == Init /\ [][Next]_vars /\ Fairness
 
 -----------------------------------------------------------------------------
-(* Invariants (loaderspec.vocabulary.PROPERTIES, Kind.INVARIANT) *)
+(* Invariants (loaderspec.vocabulary.PROPERTIES, Kind.INVARIANT): each a consequence of      *)
+(* several actions read off the history, not a restatement of one action's guard.            *)
 
 DeliveredIdx == {delivered[k].idx : k \in DOMAIN delivered}
 Deliveries(i) == Cardinality({k \in DOMAIN delivered : delivered[k].idx = i})
@@ -757,33 +927,48 @@ NoDuplicateDelivery ==
     \A j, k \in DOMAIN delivered : j # k => delivered[j].idx # delivered[k].idx
 
 \* An epoch that ended in StopIteration handed out every task once, except those retired by
-\* exhaustion; a map-style epoch sent the whole sampler. (Checked with faults too: a correct
-\* loader never reaches StopIteration after losing a task.)
+\* exhaustion; a map-style epoch sent the whole sampler; an IterableDataset epoch ended only
+\* once every shard had ended (unless a worker's death was reported, or at the model's cut of
+\* the sampler, which torch's infinite sampler never reaches).
 ExactlyOnce ==
     iter_state = "stopped" =>
         /\ ~Iterable => send_idx = NumTasks
+        /\ (Iterable /\ SamplerHasNext /\ failure = "none") =>
+              \A w \in Workers : exhausted_at[w] # NoIdx
         /\ \A i \in 0 .. send_idx - 1 : Deliveries(i) = IF Retired(i) THEN 0 ELSE 1
 
-\* StopIteration is never raised while a task was neither handed out nor retired.
-NoSilentLoss ==
-    iter_state = "stopped" => \A i \in 0 .. send_idx - 1 : i \in DeliveredIdx \/ Retired(i)
+\* No task is passed over: every task rcvd_idx has moved past was handed out (its batch or its
+\* error) or retired by its worker's exhaustion. Holds at every step, not only at the end.
+NoSilentLoss == \A i \in 0 .. rcvd_idx - 1 : i \in DeliveredIdx \/ Retired(i)
 
-\* At most prefetch_factor * num_workers tasks are outstanding (sent, result not received).
-PrefetchBound ==
-    Cardinality({i \in DOMAIN task_info : task_info[i].data = NoMsg}) <= MaxTasks
+\* torch's docs: "prefetch_factor: number of batches loaded in advance by each worker ... a
+\* total of 2 * num_workers batches prefetched across all workers": of the tasks sent and not
+\* yet handed out, at most that many have their batch loaded (held by a worker, in a channel,
+\* at the pin thread, in the data queue, or in the reorder buffer).
+Batch(m) == m.kind \in {"data", "error"} /\ m.epoch = epoch
+LoadedAhead ==
+    {i \in DOMAIN task_info :
+        \/ Buffered(i) /\ task_info[i].data.kind \in {"data", "error"}
+        \/ \E m \in InFlight \cup {worker_msg[w] : w \in Workers} : Batch(m) /\ m.idx = i}
+PrefetchBound == Cardinality(LoadedAhead) <= MaxTasks
 
-\* Nothing is handed out after the iterator ended, raised a fatal error or shut down.
-NoDeliveryAfterShutdown == \A k \in DOMAIN delivered : delivered[k].live
+\* Nothing is handed out in an epoch after it ended in StopIteration or was broken off: next()
+\* after the end raises StopIteration again until a new iter() starts the next epoch.
+NoDeliveryAfterShutdown == \A k \in DOMAIN delivered : ~delivered[k].after_end
 
 \* A batch fetched for an earlier epoch is never handed out in a later one.
 NoStaleEpochDelivery == \A k \in DOMAIN delivered : delivered[k].epoch = epoch
 
-\* "Exit pin_memory_thread first because exiting workers may leave corrupted data in
-\* worker_result_queue which pin_memory_thread reads from."
-PinThreadExitsFirst == workers_done_event => PinGone
+\* SHOULD: "Exit pin_memory_thread first because exiting workers may leave corrupted data in
+\* worker_result_queue which pin_memory_thread reads from" - the NOTE calls the other order
+\* "slow", not wrong: the pin thread never reads a worker's channel after workers_done_event.
+PinThreadExitsFirst == ~pin_after_done
 
-\* SHOULD: after a worker death was raised, no batch is handed out any more (fail-stop).
-FailStopAfterWorkerDeath == \A k \in DOMAIN delivered : ~delivered[k].after_failure
+\* SHOULD: after next() raised a fatal error (a worker's death, a timeout, a failed read, the pin
+\* thread's death), every later next() raises: nothing is handed out, no StopIteration.
+FailStopAfterFatalError ==
+    /\ \A k \in DOMAIN delivered : ~delivered[k].after_failure
+    /\ iter_state = "stopped" => failure = "none"
 
 \* TLC's deadlock check (Kind.DEADLOCK): Terminated is the only step of an ended run, so a
 \* state without successors is one that is stuck before its end. As a formula:
@@ -792,19 +977,20 @@ NoDeadlock == Ended \/ ENABLED Progress
 -----------------------------------------------------------------------------
 (* Temporal properties (Kind.TEMPORAL), checked under Fairness *)
 
-\* Every epoch ends in StopIteration, a raised error or a break, unless a worker hangs and no
-\* timeout is set (the user asked for no bound).
+\* Every next() (and iter() of a persistent loader) returns, raises StopIteration or raises an
+\* error, unless a worker hangs and no timeout is set (the user asked for no bound).
 IterationTerminates ==
-    (WithHang /\ ~WithTimeout)
-    \/ ((parent_alive /\ iter_state \in {"running", "resuming"})
-        ~> (iter_state \in {"stopped", "failed", "dropped"} \/ ~parent_alive))
+    (WithHang /\ ~WithTimeout) \/ (in_call ~> (~in_call \/ ~parent_alive))
 
-\* A worker that dies while the iterator depends on it makes the main process raise.
+\* A next() during which a worker the iterator depends on is dead does not hang and does not
+\* end in a timeout: it returns, or raises an error that is not a timeout (the worker's death,
+\* or another fatal error found first), unless the worker turns out to have finished its shard
+\* (retired by its exhaustion message). A timeout does not discharge a death.
 WorkerDeathRaises ==
     \A w \in Workers :
-        DependsOnDead(w)
-            ~> (failure_reported \/ shutdown \/ ~parent_alive
-                \/ iter_state \notin {"running", "resuming"})
+        (in_call /\ DependsOnDead(w))
+            ~> (failure \notin {"none", "timeout"} \/ ~parent_alive \/ ~workers_status[w]
+                \/ (~in_call /\ iter_state # "failed"))
 
 \* Once shutdown starts, every worker and the pin thread are eventually gone.
 ShutdownCompletes == shutdown ~> (ShutdownDone \/ ~parent_alive)

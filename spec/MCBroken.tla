@@ -1,17 +1,22 @@
 ------------------------------ MODULE MCBroken ------------------------------
 (***************************************************************************)
 (* Broken loaders: each definition below replaces one HOOK of DataLoader  *)
-(* (`CONSTANT Hook <- Broken...` in a spec/broken/*.cfg), and TLC must    *)
-(* report exactly the property that the mistake breaks. Several are what  *)
-(* torch does or did; the comment names the release or the seed.          *)
+(* (`CONSTANT Hook <- Broken...` in a spec/broken/*.cfg). spec/models.toml *)
+(* lists, for each variant, the full set of properties TLC finds violated, *)
+(* and tests/spec checks exactly that set. Several are what torch does or  *)
+(* did; the comment names the release or the seed.                         *)
 (***************************************************************************)
 EXTENDS DataLoader
 
 \* TypeOK: the sampler's end is never checked, so send_idx runs past B.
 BrokenSamplerHasNext == TRUE
 
-\* PrefetchBound: off by one, one task more than prefetch_factor * num_workers in flight.
-BrokenPrefetchRoom == tasks_outstanding <= MaxTasks
+\* PrefetchBound: off by one, one task more than prefetch_factor * num_workers in the window.
+BrokenPrefetchRoom == Cardinality(DOMAIN task_info) <= MaxTasks
+
+\* PrefetchBound: refill as soon as a result arrives (tasks_outstanding, not the window): with
+\* one slow worker the others run ahead, about num_workers x the bound.
+RefillOnArrivalPrefetchRoom == tasks_outstanding < MaxTasks
 
 \* InOrderDelivery: no reorder buffer; whatever arrives is handed out, in_order or not.
 BrokenMayHandOut(i) == TRUE
@@ -19,25 +24,62 @@ BrokenMayHandOut(i) == TRUE
 \* NoDuplicateDelivery: the slot is not popped after its batch is handed out.
 BrokenAfterHandOut(i) == task_info
 
-\* ExactlyOnce: StopIteration as soon as nothing is pending, without asking the sampler.
+\* ExactlyOnce: StopIteration as soon as nothing is pending, without asking the sampler (and,
+\* for an IterableDataset, with workers whose shards have not ended).
 BrokenNothingLeft == rcvd_idx = send_idx
 
-\* NoDeliveryAfterShutdown: buffered batches are still handed out after shutdown began.
-BrokenHandOutGuard == parent_alive
+\* NoDeliveryAfterShutdown: next() after StopIteration starts the epoch over, no iter() asked
+\* (FAILURE-MODES D3: the loader kept calling __next__ after StopIteration).
+BrokenRestartsAfterEnd == TRUE
 
 \* NoStaleEpochDelivery: a new epoch starts without draining the resume acknowledgements,
 \* so results of the epoch that was broken off are taken for the new epoch's tasks.
 BrokenResumeAcksAwaited == 0
 
-\* NoSilentLoss, FailStopAfterWorkerDeath: torch's reaction to a dead worker. _try_get_data
-\* raises "exited unexpectedly" but only marks the worker unavailable; the iterator goes on
-\* handing out other workers' batches and later skips the dead worker's slots as if exhausted.
+\* NoSilentLoss: torch's reaction to a dead worker. _try_get_data raises "exited unexpectedly"
+\* but only marks the worker unavailable; the iterator goes on handing out other workers'
+\* batches and later skips the dead worker's slots as if exhausted.
 TorchOnWorkerFailure(w) ==
     /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
-    /\ UNCHANGED <<iter_state, shutdown>>
+    /\ in_call' = FALSE
+    /\ UNCHANGED <<iter_state, shutdown, task_info, tasks_outstanding>>
 
-\* WorkerDeathRaises: no SIGCHLD handler and no liveness poll: a death goes unnoticed.
+\* The SHOULD-only witness (NOTE 2.a's resumable contract): the death is not fatal; every task
+\* the dead worker still owed becomes an error raised in its turn (a result of it still on its
+\* way is dropped when it arrives), the worker gets no more tasks, and the epoch goes on. With
+\* no worker left it fails instead.
+LostTasks(w) ==
+    {i \in DOMAIN task_info : task_info[i].worker = w /\ task_info[i].data = NoMsg}
+RaiseLostTasksOnWorkerFailure(w) ==
+    IF ActiveCount = 1
+    THEN FailStop
+    ELSE LET lost == LostTasks(w) IN
+         /\ task_info' = [i \in DOMAIN task_info |->
+                            IF i \in lost
+                            THEN [worker |-> w, data |-> [kind |-> "error", idx |-> i,
+                                                          worker |-> w, epoch |-> epoch]]
+                            ELSE task_info[i]]
+         /\ tasks_outstanding' = tasks_outstanding - Cardinality(lost)
+         /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
+         /\ UNCHANGED <<iter_state, shutdown, in_call>>
+
+\* WorkerDeathRaises: no SIGCHLD handler and no liveness poll: a death goes unnoticed (with a
+\* timeout set, the timeout fires instead of the death's error).
 BrokenDetectsWorkerDeath == FALSE
+
+\* IterationTerminates: the main process never notices that the pin thread died, and waits on
+\* its queue for ever (torch checks is_alive() every 5 s).
+BrokenDetectsPinDeath == FALSE
+
+\* IterationTerminates: torch's worker loses a result it cannot pickle (the mp.Queue feeder
+\* thread dies, pytorch#142884) and goes on; the main process waits for it for ever.
+TorchOnPutError(w) ==
+    /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+    /\ worker_state' = [worker_state EXCEPT ![w] = "idle"]
+
+\* IterationTerminates: torch re-raises a failed read from next() but keeps iterating; the lost
+\* message's task stays outstanding and a later next() waits for it for ever (pytorch#25691).
+TorchOnRecvError == UNCHANGED <<iter_state, shutdown>>
 
 \* PinThreadExitsFirst: PyTorch 1.0's _shutdown_workers (seeds/torch-dataloader-v1.0.txt, the
 \* NOTE's [main process] steps a-c): "a. Set `done_event` (shared with `pin_memory_thread` and
@@ -57,6 +99,26 @@ BrokenSkippable(i) == i \notin DOMAIN task_info
 
 \* NoOrphanWorkers: torch's ManagerWatchdog, checked only between tasks (idle in the loop).
 TorchWatchdogStates == {"idle"}
+\* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
+\* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
+\* up to one step past the correct model's bounds, which is where their violation shows.
+Bounded == send_idx <= NumTasks + 1 /\ Len(delivered) <= NumTasks + 1
+
+\* Always TRUE: prints the name of every invariant the state violates (and TLC's deadlock check
+\* covers NoDeadlock). Checked as the only INVARIANT, it gives the full set of invariants a
+\* variant violates in one run, without TLC stopping at (or printing a trace for) each one.
+ViolationMonitor ==
+    /\ ~TypeOK => PrintT(<<"VIOLATES", "TypeOK">>)
+    /\ ~InOrderDelivery => PrintT(<<"VIOLATES", "InOrderDelivery">>)
+    /\ ~NoDuplicateDelivery => PrintT(<<"VIOLATES", "NoDuplicateDelivery">>)
+    /\ ~ExactlyOnce => PrintT(<<"VIOLATES", "ExactlyOnce">>)
+    /\ ~NoSilentLoss => PrintT(<<"VIOLATES", "NoSilentLoss">>)
+    /\ ~PrefetchBound => PrintT(<<"VIOLATES", "PrefetchBound">>)
+    /\ ~NoDeliveryAfterShutdown => PrintT(<<"VIOLATES", "NoDeliveryAfterShutdown">>)
+    /\ ~NoStaleEpochDelivery => PrintT(<<"VIOLATES", "NoStaleEpochDelivery">>)
+    /\ ~PinThreadExitsFirst => PrintT(<<"VIOLATES", "PinThreadExitsFirst">>)
+    /\ ~FailStopAfterFatalError => PrintT(<<"VIOLATES", "FailStopAfterFatalError">>)
+
 -----------------------------------------------------------------------------
 (* Reachability witnesses, not broken loaders: tests/spec checks each as an invariant and    *)
 (* expects TLC to report it violated, i.e. that the state it denies is reachable.           *)
@@ -64,4 +126,7 @@ TorchWatchdogStates == {"idle"}
 \* Trace-check finding (docs/contracts.md): next() times out waiting for rcvd_idx's result
 \* while later tasks' results are already buffered in order.
 NoTimeoutWhileBuffered == ~(ENABLED MainTimeout /\ \E i \in DOMAIN task_info : Buffered(i))
+
+\* A worker blocked on a full result channel: it holds a result and there is no room.
+NoBlockedPut == ~\E w \in Workers : worker_state[w] = "busy" /\ ~HasRoom(w)
 =============================================================================

@@ -19,7 +19,7 @@
 (* has Ended (so a log that lost its last events fails). The furthest l    *)
 (* reached is the first record no spec step allows.                        *)
 (*                                                                         *)
-(* Two records that are one spec step, a stuttering record, a hidden step: *)
+(* Two records that are one spec step, stuttering records, a hidden step: *)
 (*  * An error fetch is FaultFetchError(w) in the spec. faultinject logs   *)
 (*    it (FaultFetchError, no task) and the worker logs WorkerFetch with   *)
 (*    kind "error": whichever comes first takes the step, the other only   *)
@@ -30,6 +30,9 @@
 (*    while it tears down, and the loader logs MainTerminateWorker. The    *)
 (*    spec's worker has already "exited": the record is a stuttering step  *)
 (*    of the main process (same guards as MainTerminateWorker).            *)
+(*  * next() on a failed iterator raises its error again at once: the      *)
+(*    loader logs MainCallNext, and the spec takes no step (a call that    *)
+(*    reads and waits for nothing is not a call of the model).             *)
 (*  * Hidden step: after the loader's process died, a worker killed by the *)
 (*    kernel (PR_SET_PDEATHSIG) cannot log its exit. Once every record is  *)
 (*    consumed, WorkerWatchdogExit(w) may happen unlogged. Whether the     *)
@@ -99,6 +102,12 @@ PoppedLoggedSource ==
 -----------------------------------------------------------------------------
 (* Main process *)
 
+\* See the header: a next() on a failed iterator is a stuttering record.
+MainCallNextIfLogged ==
+    /\ Logged("MainCallNext")
+    /\ \/ MainStep(MainCallNext)
+       \/ iter_state = "failed" /\ MainStep(UNCHANGED vars)
+
 MainTryPutIndexIfLogged ==
     /\ Logged("MainTryPutIndex")
     /\ Has("task") => send_idx = logline.task
@@ -126,6 +135,9 @@ MainStopIterationIfLogged == Logged("MainStopIteration") /\ MainStep(MainStopIte
 MainDetectWorkerFailureIfLogged ==
     /\ LoggedW("MainDetectWorkerFailure")
     /\ MainStep(MainDetectWorkerFailure(logline.worker))
+
+MainDetectPinFailureIfLogged ==
+    Logged("MainDetectPinFailure") /\ MainStep(MainDetectPinFailure)
 
 MainTimeoutIfLogged == Logged("MainTimeout") /\ MainStep(MainTimeout)
 
@@ -246,6 +258,21 @@ FaultFetchErrorIfLogged ==
         \/ ErrorTaken(w) /\ UNCHANGED vars
     /\ Consume
 
+\* Logged by the worker, between its WorkerFetch and its WorkerPut of the error in its place.
+FaultPutErrorIfLogged ==
+    /\ LoggedW("FaultPutError")
+    /\ Has("task") => worker_msg[logline.worker].idx = logline.task
+    /\ FaultPutError(logline.worker)
+    /\ Consume
+
+\* Logged by the main process that failed to read, with its post-state.
+FaultRecvErrorIfLogged ==
+    LoggedW("FaultRecvError") /\ MainStep(FaultRecvError(logline.worker))
+
+\* Logged by the pin thread as it dies on a result of that worker it could not read.
+FaultPinDeathIfLogged ==
+    LoggedW("FaultPinDeath") /\ FaultPinDeath(logline.worker) /\ Consume
+
 -----------------------------------------------------------------------------
 (* Unlogged steps (see the header) *)
 
@@ -262,9 +289,11 @@ TraceInit ==
     /\ Init
 
 TraceNext ==
+    \/ MainCallNextIfLogged
     \/ MainTryPutIndexIfLogged \/ MainGetDataIfLogged \/ MainProcessDataIfLogged
     \/ MainSkipExhaustedIfLogged \/ MainMarkWorkerUnavailableIfLogged
-    \/ MainStopIterationIfLogged \/ MainDetectWorkerFailureIfLogged \/ MainTimeoutIfLogged
+    \/ MainStopIterationIfLogged \/ MainDetectWorkerFailureIfLogged
+    \/ MainDetectPinFailureIfLogged \/ MainTimeoutIfLogged
     \/ MainResumeIterationIfLogged \/ MainDrainResumeIfLogged \/ MainDropIteratorIfLogged
     \/ MainSetPinDoneIfLogged \/ MainJoinPinThreadIfLogged \/ MainSetWorkersDoneIfLogged
     \/ MainPutSentinelIfLogged \/ MainJoinWorkerIfLogged \/ MainTerminateWorkerIfLogged
@@ -272,7 +301,8 @@ TraceNext ==
     \/ WorkerSkipIndexIfLogged \/ WorkerExitIfLogged \/ WorkerWatchdogExitIfLogged
     \/ PinGetResultIfLogged \/ PinPutDataIfLogged \/ PinExitIfLogged
     \/ FaultKillWorkerIfLogged \/ FaultKillParentIfLogged \/ FaultHangWorkerIfLogged
-    \/ FaultFetchErrorIfLogged
+    \/ FaultFetchErrorIfLogged \/ FaultPutErrorIfLogged \/ FaultRecvErrorIfLogged
+    \/ FaultPinDeathIfLogged
     \/ HiddenWatchdogExit
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, trace_vars>>

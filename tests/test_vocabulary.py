@@ -12,6 +12,7 @@ from loaderspec.vocabulary import (
     Actor,
     Kind,
     Level,
+    PropertyName,
     property_named,
 )
 
@@ -29,17 +30,27 @@ def test_every_main_action_has_a_core_method_and_nothing_else_does():
     assert len(set(CORE_METHOD.values())) == len(CORE_METHOD)
 
 
-def test_property_names_are_unique_claims():
+def test_property_names_are_unique_claims_one_per_enum_member():
     assert len(PROPERTY_NAMES) == len(PROPERTIES)
+    assert [p.prop for p in PROPERTIES] == list(PropertyName)
     for prop in PROPERTIES:
         assert re.fullmatch(r"[A-Z][A-Za-z]+", prop.name)
+        assert prop.name == prop.prop.value
         assert prop.claim.endswith(")") or prop.claim.endswith(".")
 
 
 def test_levels_grade_torch_weaker_behaviour_as_should():
-    should = {p.name for p in PROPERTIES if p.level is Level.SHOULD}
-    assert should == {"FailStopAfterWorkerDeath", "PromptFaultHandling"}
+    should = {p.prop for p in PROPERTIES if p.level is Level.SHOULD}
+    assert should == {
+        PropertyName.FAIL_STOP_AFTER_FATAL_ERROR,  # NOTE 2.a: resuming after a death is allowed
+        PropertyName.PIN_THREAD_EXITS_FIRST,  # the NOTE: the other order is "slow", not wrong
+        PropertyName.PROMPT_FAULT_HANDLING,
+    }
     assert property_named("PromptFaultHandling").kind is Kind.MEASURED
+
+
+def test_a_property_is_found_by_name_or_by_member():
+    assert property_named(PropertyName.NO_DEADLOCK) is property_named("NoDeadlock")
 
 
 def test_unknown_property_error_names_it_and_the_known_ones():

@@ -1,5 +1,5 @@
-"""ExactlyOnce (MUST): an epoch that ends in StopIteration without a fault has handed out every
-task once."""
+"""ExactlyOnce (MUST): an epoch that ends in StopIteration has handed out every task once, and an
+IterableDataset epoch ends only once every worker's shard has ended."""
 
 from __future__ import annotations
 

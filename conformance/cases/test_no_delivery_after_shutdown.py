@@ -1,5 +1,5 @@
-"""NoDeliveryAfterShutdown (MUST): nothing is handed out after the iterator has ended, raised a
-fatal error or shut down."""
+"""NoDeliveryAfterShutdown (MUST): nothing is handed out after StopIteration or a break until a new
+iter() starts the next epoch: next() after the end raises StopIteration again."""
 
 from __future__ import annotations
 

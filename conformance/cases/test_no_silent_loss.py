@@ -1,5 +1,5 @@
-"""NoSilentLoss (MUST): StopIteration is never raised while a task of a dead worker was not
-handed out."""
+"""NoSilentLoss (MUST): no task is passed over: every task before the one handed out (or
+StopIteration) was handed out, as its batch or its error, or retired by its worker's exhaustion."""
 
 from __future__ import annotations
 

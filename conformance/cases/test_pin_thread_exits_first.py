@@ -1,5 +1,5 @@
-"""PinThreadExitsFirst (MUST): at shutdown no worker is told to exit while the pin-memory thread
-still reads."""
+"""PinThreadExitsFirst (SHOULD): at shutdown the pin-memory thread has stopped reading before any
+worker is told to exit."""
 
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ def test_pinned_batches_and_clean_shutdown_after_break(
     loader_cls: type, grade: Grade, persistent: bool
 ) -> None:
     """pin_memory=True: every batch is pinned; break after 2 batches stops the pin thread and the
-    workers with nothing left (the pin thread must stop before the workers, or it reads torn
-    results and hangs or raises).
+    workers with nothing left (the pin thread should stop before the workers, or it reads torn
+    results and hangs or raises). A SHOULD: batches not pinned (no pin thread to stop first)
+    grade NON-STRICT; a hang or anything left behind is a ShutdownCompletes FAIL.
 
     Property: PinThreadExitsFirst. Seed (NOTE, main process c): "This has to be after (b)
     because it may leave corrupted data in worker_result_queue, which pin_memory_thread reads".
@@ -31,11 +32,11 @@ def test_pinned_batches_and_clean_shutdown_after_break(
         leave={0: Leave("break", 2)},
         setup=accelerator.load,
         kwargs=kwargs(2, 2, batch_size=2, pin_memory=True, persistent_workers=persistent),
-        must=PROP,
+        must="ShutdownCompletes",
     )
     pinned = [e.get("pinned", False) for e in r.of(0, "batch")]
     if not pinned or not all(pinned):
-        grade.fail(PROP, "every batch pinned", f"is_pinned per batch: {pinned}")
+        grade.non_strict(PROP, None, f"pin_memory=True, yet is_pinned per batch: {pinned}")
     checks.nothing_left(grade, r)
     grade.bounded(
         "ShutdownCompletes", "shutdown_s", shutdown_s(loader_cls, r), "shutdown with pinning"

@@ -1,5 +1,5 @@
-"""PrefetchBound (MUST): at most prefetch_factor * num_workers tasks are outstanding at any
-time."""
+"""PrefetchBound (MUST): at most prefetch_factor * num_workers batches are loaded ahead (fetched and
+not yet handed out) at any time."""
 
 from __future__ import annotations
 

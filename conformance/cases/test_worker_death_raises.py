@@ -1,5 +1,5 @@
-"""WorkerDeathRaises (MUST): a worker that dies while the iterator depends on it makes the main
-process raise."""
+"""WorkerDeathRaises (MUST): a next() during which a worker it depends on is dead raises an error
+that is not a timeout (or returns normally); it never hangs."""
 
 from __future__ import annotations
 

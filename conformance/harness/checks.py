@@ -156,7 +156,7 @@ def slowest_later_next(r: Run) -> float:
 
 
 def later_calls_fail_stop(grade: Grade, r: Run) -> None:
-    """FailStopAfterWorkerDeath (SHOULD) and IterationTerminates (MUST) for the calls after the
+    """FailStopAfterFatalError (SHOULD) and IterationTerminates (MUST) for the calls after the
     first error."""
     after = _after_first_error(r)
     if after is None:
@@ -171,7 +171,7 @@ def later_calls_fail_stop(grade: Grade, r: Run) -> None:
         return
     if batches:
         grade.non_strict(
-            "FailStopAfterWorkerDeath",
+            "FailStopAfterFatalError",
             None,
             f"{len(batches)} batches handed out after the worker-death error",
         )

@@ -149,7 +149,7 @@ def actions(actor: Actor, up: str) -> str:
     for action in Action:
         if action.actor is not actor:
             continue
-        props = sorted(ACTION_CAN_BREAK[action])
+        props = sorted(p.value for p in ACTION_CAN_BREAK[action])
         checked = [
             f"{prop}: " + ", ".join(case_link(f, c, up) for f, c in cases.get(prop, []))
             for prop in props
@@ -174,14 +174,15 @@ def actions(actor: Actor, up: str) -> str:
 
 
 def _broken_variants() -> dict[str, list[str]]:
-    """Property -> the ``.cfg`` of every broken model of the manifest that must violate it."""
+    """Property -> the ``.cfg`` of every broken model of the manifest that violates it (each
+    variant lists the full set it violates)."""
     from loaderspec.modelcheck import load_manifest
 
     out: dict[str, list[str]] = {}
     for model in load_manifest():
-        if model.tier == "broken":
-            cfg = model.cfg.relative_to(sources.REPO).as_posix()
-            out.setdefault(model.expect, []).append(cfg)
+        cfg = model.cfg.relative_to(sources.REPO).as_posix()
+        for prop in sorted(model.violates):
+            out.setdefault(prop, []).append(cfg)
     return out
 
 
@@ -192,7 +193,7 @@ def properties(up: str) -> str:
     broken = _broken_variants()
     out = []
     for prop in PROPERTIES:
-        breakers = [a.value for a in Action if prop.name in ACTION_CAN_BREAK[a]]
+        breakers = [a.value for a in Action if prop.prop in ACTION_CAN_BREAK[a]]
         variants = ", ".join(f"[`{Path(c).stem}`]({up}{c})" for c in broken.get(prop.name, []))
         lines = [
             f"### {prop.name} {{ #{prop.name} }}",

@@ -20,6 +20,7 @@ A = Action
 # thread, or the reader of the workers' results (the pin thread when there is one). None: a step
 # on the actor's own lifeline.
 SENDS_TO: dict[Action, str | None] = {
+    A.MAIN_CALL_NEXT: None,
     A.MAIN_TRY_PUT_INDEX: "worker",
     A.MAIN_GET_DATA: None,
     A.MAIN_PROCESS_DATA: None,
@@ -27,6 +28,7 @@ SENDS_TO: dict[Action, str | None] = {
     A.MAIN_MARK_WORKER_UNAVAILABLE: None,
     A.MAIN_STOP_ITERATION: None,
     A.MAIN_DETECT_WORKER_FAILURE: None,
+    A.MAIN_DETECT_PIN_FAILURE: None,
     A.MAIN_TIMEOUT: None,
     A.MAIN_RESUME_ITERATION: None,  # one step that sends a resume to every worker
     A.MAIN_DRAIN_RESUME: None,
@@ -50,11 +52,16 @@ SENDS_TO: dict[Action, str | None] = {
     A.FAULT_KILL_PARENT: "main",
     A.FAULT_HANG_WORKER: "worker",
     A.FAULT_FETCH_ERROR: "worker",
+    A.FAULT_PUT_ERROR: "worker",  # the batch that worker cannot send
+    A.FAULT_RECV_ERROR: "main",  # the read that fails in the main process
+    A.FAULT_PIN_DEATH: "pin",  # the read that kills the pin thread
 }
 # Actions after which a lifeline ends: the actor's own exit (the line stops at its box), or a
 # kill that reaches it (the line stops with a cross).
 ENDS_OWN = frozenset({A.WORKER_EXIT, A.WORKER_WATCHDOG_EXIT, A.PIN_EXIT})
-ENDS_TARGET = frozenset({A.FAULT_KILL_WORKER, A.FAULT_KILL_PARENT, A.MAIN_TERMINATE_WORKER})
+ENDS_TARGET = frozenset(
+    {A.FAULT_KILL_WORKER, A.FAULT_KILL_PARENT, A.MAIN_TERMINATE_WORKER, A.FAULT_PIN_DEATH}
+)
 COLORS = {"Main": "#3949ab", "Worker": "#00796b", "Pin": "#8e24aa", "Fault": "#c62828"}
 
 FONT = "DejaVu Sans Mono, Menlo, Consolas, monospace"

@@ -58,6 +58,20 @@ def test_old_node_ids_are_aliases_of_the_new_ids() -> None:
     assert ids.canonical("test_exactly_once::test_no_such_case") is None
 
 
+def test_a_renamed_case_file_keeps_its_old_ids_as_aliases() -> None:
+    new = "test_fail_stop_after_fatal_error::test_next_after_worker_death_raises_promptly"
+    assert new in ids.suite()
+    for old in (
+        "test_fail_stop_after_worker_death::test_next_after_worker_death_raises_promptly",
+        "conformance/test_fail_stop_after_worker_death.py::"
+        "test_next_after_worker_death_raises_promptly",
+        "conformance/cases/test_fail_stop_after_worker_death.py::"
+        "test_next_after_worker_death_raises_promptly",
+    ):
+        assert ids.canonical(old) == new
+    assert all(target in ids.suite() for target in ids.RENAMED.values())
+
+
 @pytest.mark.slow
 def test_report_ids_are_the_same_from_a_checkout_pyargs_and_any_directory(
     tmp_path: Path,

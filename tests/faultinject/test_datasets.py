@@ -23,6 +23,9 @@ from faultinject.faults import (
     RaiseUnrebuildable,
     SkewWorker,
     Sleep,
+    Unloadable,
+    UnloadableError,
+    UnloadableItem,
     Unpicklable,
     UnpicklableItem,
     UnrebuildableError,
@@ -108,6 +111,7 @@ def test_collate_alone_fires_on_an_int_item_and_passes_others_through():
     # In the main process (no worker info) it does not fire; it collates.
     assert c([2, 3]).tolist() == [2, 3]
     assert c([UnpicklableItem(1), 4])[1] == 4
+    assert c([UnloadableItem(1), 4])[1] == 4
     assert pickle.loads(pickle.dumps(c)).faults == c.faults
     with pytest.raises(ValueError):
         faultinject.collate(Die(1))
@@ -255,6 +259,20 @@ def test_unpicklable_item_is_made_in_the_worker(tmp_path):
     workers = {f.pid for f in fault_records(tmp_path)}
     assert len(workers) == 2  # the main process (ds[1] above) and one worker
     assert all(f.fault == "Unpicklable" for f in fault_records(tmp_path))
+
+
+def test_unloadable_item_pickles_in_the_worker_and_fails_where_it_is_read(tmp_path):
+    ds = faultinject.FaultyDataset(3, [Unloadable(1)], record_dir=tmp_path)
+    blob = pickle.dumps(ds[1])  # pickles where it is made
+    with pytest.raises(UnloadableError, match=r"UnloadableItem\(1\) cannot be unpickled"):
+        pickle.loads(blob)
+    # torch's main process gets the error from its queue's get and raises it as it is.
+    it = iter(loader(ds, batch_size=1, num_workers=1, collate_fn=faultinject.collate()))
+    assert next(it).tolist() == [0]
+    with pytest.raises(UnloadableError):
+        next(it)
+    del it
+    assert {f.fault for f in fault_records(tmp_path)} == {"Unloadable"}
 
 
 def test_skew_worker_slows_only_that_worker(tmp_path):

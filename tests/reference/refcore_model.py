@@ -3,11 +3,12 @@
 ``World`` is a ``reference.loop.Port``: the loop the shell runs (``loop.start_epoch``,
 ``loop.next_batch``, ``loop.shut_down``) runs here on a simulated world, where every IO step is a
 choice drawn by the caller (Hypothesis). So interleavings of worker steps and main steps, and
-faults (a worker killed or hung at any point, the timeout expiring during any wait), are explored
-with the shell's own loop, not a copy. The history the properties need (what was handed out,
-which tasks a worker's exhaustion retired) is kept here, from the world's side; after every step
-the spec's invariants are checked in Python, and a violation raises ``AssertionError`` naming the
-property.
+faults (a worker killed or hung at any point, the timeout expiring during any wait, with the
+deaths seen by then; a result that cannot be read, FaultRecvError; the pin thread dying on one,
+FaultPinDeath), are explored with the shell's own loop, not a copy. The history the properties
+need (what was handed out, which tasks a worker's exhaustion retired) is kept here, from the
+world's side; after every step the spec's invariants are checked in Python, and a violation
+raises ``AssertionError`` naming the property.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from reference.messages import (
     Event,
     Exited,
     IndexMessage,
+    PinDied,
+    RecvFailed,
     Result,
     Task,
     TimedOut,
@@ -80,6 +83,9 @@ class World:
         self.sampler: Iterator[Any] = iter(())
         self.kill_budget = 0
         self.hang_budget = 0
+        self.recv_error_budget = 0  # reads that fail (no pin thread: the main process reads)
+        self.pin_death_budget = 0  # the pin thread dies on a result it cannot read
+        self.pin_dead = False
         self.killed_any = False
         self.shut = False
         self.handed_out: list[tuple[int, int]] = []  # (epoch, idx) this epoch
@@ -106,7 +112,15 @@ class World:
                 steps.append(lambda w=w: self.kill(w))
             if sw.alive and not sw.exited and not sw.hung and self.hang_budget > 0:
                 steps.append(lambda w=w: self.hang(w))
+            if self.cfg.pin_memory and sw.result_queue and self.pin_death_budget > 0:
+                steps.append(lambda w=w: self.pin_dies(w))
         return steps
+
+    def pin_dies(self, w: int) -> None:
+        """FaultPinDeath: the pin thread reads ``w``'s next result, cannot rebuild it, dies."""
+        self.in_flight.discard(self.workers[w].result_queue.popleft().idx)  # lost
+        self.pin_death_budget -= 1
+        self.pin_dead = True
 
     def hang(self, w: int) -> None:
         self.workers[w].hung = True
@@ -148,16 +162,26 @@ class World:
         else:
             sw.result_queue.append(Result(msg.idx, Kind.DATA, (sw.epoch, msg.idx)))
 
-    def events(self) -> list[tuple[str, int]]:
-        """What the main process could read now: a result of some worker, or a death."""
-        out = [("msg", w) for w, sw in enumerate(self.workers) if sw.result_queue]
-        out += [
-            ("death", w)
+    def visible_deaths(self) -> list[int]:
+        """Dead workers the main process can see: their results are all read (the shell's
+        Receiver reads what a worker sent before it reports its exit)."""
+        return [
+            w
             for w, sw in enumerate(self.workers)
             if not sw.alive and not sw.result_queue and not sw.death_seen
         ]
-        if self.cfg.timeout:
-            out.append(("timeout", -1))
+
+    def events(self) -> list[tuple[str, int]]:
+        """What the main process could read now: a result of some worker (or a failed read of
+        one), a death, the pin thread's death, or (nothing to read) the timeout."""
+        if self.pin_dead:
+            return [("pin_died", -1)]  # nothing comes through a dead pin thread
+        out = [("msg", w) for w, sw in enumerate(self.workers) if sw.result_queue]
+        if self.recv_error_budget > 0 and not self.cfg.pin_memory:
+            out += [("recv_error", w) for w, sw in enumerate(self.workers) if sw.result_queue]
+        out += [("death", w) for w in self.visible_deaths()]
+        if self.cfg.timeout and not any(sw.result_queue for sw in self.workers):
+            out.append(("timeout", -1))  # the spec's InputEmpty: nothing left to read
         return out
 
     # ------------------------------------------------------------------ invariants --------
@@ -206,7 +230,7 @@ class World:
             evs = self.events()
             steps = self.worker_steps()
             n = len(evs) + len(steps)
-            real = n - (1 if self.cfg.timeout else 0)
+            real = n - (1 if ("timeout", -1) in evs else 0)
             hung = any(sw.hung for sw in self.workers)
             assert real > 0 or hung, "NoDeadlock: main waits and nothing can happen"
             assert n > 0, "IterationTerminates: a worker hangs and no timeout is set"
@@ -215,13 +239,21 @@ class World:
                 steps[pick]()
                 continue
             kind, w = evs[pick - len(steps)]
-            if kind == "timeout":
-                return TimedOut(1.0)
+            if kind == "timeout":  # with the deaths the port sees at the deadline
+                ended = self.visible_deaths()
+                for dead in ended:
+                    self.workers[dead].death_seen = True
+                return TimedOut(1.0, tuple(ended))
             if kind == "death":
                 self.workers[w].death_seen = True
                 return Exited((w,))
+            if kind == "pin_died":
+                return PinDied(None, "simulated")
             result = self.workers[w].result_queue.popleft()
             self.in_flight.discard(result.idx)
+            if kind == "recv_error":
+                self.recv_error_budget -= 1
+                return RecvFailed(w, "simulated")
             return Arrived(w, result)
 
     def set_pin_done(self, take_step: Callable[[], None]) -> None:

@@ -27,6 +27,7 @@ from reference import loop
 from reference.core import (
     GUARDS,
     NEXT_ACTIONS,
+    OBSERVED_FAULT_METHOD,
     PHASE_TRANSITIONS,
     REPORTED_ACTIONS,
     SHUTDOWN_ACTIONS,
@@ -49,9 +50,12 @@ def _core(num_workers: int = 1, prefetch_factor: int = 1, **kwargs) -> ProtocolC
 
 
 def _next(core: ProtocolCore) -> Action:
-    """What next() would do first now."""
+    """What next() would do first now, once its call has begun (MainCallNext)."""
     core.ask(Request.NEXT)
     step = core.next_action()
+    if step is not None and step.action is Action.MAIN_CALL_NEXT:
+        core.call_next()
+        step = core.next_action()
     assert step is not None
     return step.action
 
@@ -61,7 +65,7 @@ def test_every_row_action_has_a_guard_and_the_others_are_reported():
     in_rows = {a for by_phase in NEXT_ACTIONS.values() for row in by_phase.values() for a in row}
     in_rows |= {a for row in SHUTDOWN_ACTIONS.values() for a in row}
     assert in_rows == set(GUARDS)
-    assert set(GUARDS) | REPORTED_ACTIONS == set(CORE_METHOD)
+    assert set(GUARDS) | REPORTED_ACTIONS == set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
     assert set(SHUTDOWN_ACTIONS) == set(SHUTDOWN_TRANSITIONS) == set(Stage)
     for stage, row in SHUTDOWN_ACTIONS.items():
         assert set(row) <= set(SHUTDOWN_TRANSITIONS[stage]), stage
@@ -102,10 +106,7 @@ def test_stop_iteration_waits_until_the_sampler_ran_dry():
     core.try_put_index(0)
     core.get_data(0, 0, Kind.DATA, "a")
     core.process_data()
-    core.ask(Request.NEXT)
-    step = core.next_action()
-    assert step is not None
-    assert step.action is Action.MAIN_TRY_PUT_INDEX  # NothingLeft needs a dry sampler
+    assert _next(core) is Action.MAIN_TRY_PUT_INDEX  # NothingLeft needs a dry sampler
     with pytest.raises(ProtocolViolation):
         core.stop_iteration()
     core.sampler_ran_dry()
@@ -175,16 +176,18 @@ def test_fail_stop_after_worker_death():
     core.try_put_index(1)
     core.get_data(0, 0, Kind.DATA, "a")
     core.worker_ended(1)
-    core.ask(Request.NEXT)
-    step = core.next_action()
-    assert step is not None
-    assert (step.action, step.worker) == (Action.MAIN_DETECT_WORKER_FAILURE, 1)
+    assert _next(core) is Action.MAIN_DETECT_WORKER_FAILURE
+    assert core.next_action() == (Action.MAIN_DETECT_WORKER_FAILURE, 1, None, None)
     assert core.detect_worker_failure() == Failure(Action.MAIN_DETECT_WORKER_FAILURE, (1,))
     assert core.failed
     assert core.shutdown
+    assert not core.in_call  # the call raised
     assert not core.waits_for_workers  # terminate at once, the error is raised now
-    with pytest.raises(ProtocolViolation):
-        core.next_action()
+    core.ask(Request.NEXT)  # a later next(): the call, and nothing else (the loop raises again)
+    assert core.next_action() == (Action.MAIN_CALL_NEXT, None, None, None)
+    before = core.snapshot()
+    core.call_next()
+    assert (core.phase, core.in_call, core.snapshot()) == (Phase.FAILED, False, before)
     with pytest.raises(ProtocolViolation):
         core.process_data()
 
@@ -196,6 +199,113 @@ def test_timeout_only_while_waiting_for_data():
     core.try_put_index(0)
     assert core.timeout() == Failure(Action.MAIN_TIMEOUT)
     assert core.failed
+
+
+def _waiting(num_workers: int = 2, **kwargs) -> ProtocolCore:
+    """A core inside next(), waiting for task 0 (one task sent to each worker)."""
+    core = _core(num_workers, 1, **kwargs)
+    while (step := core.next_action()) is not None:
+        core.try_put_index(step.worker)
+    assert _next(core) is Action.MAIN_GET_DATA
+    return core
+
+
+def test_a_death_seen_at_the_deadline_wins_over_the_timeout():
+    """The race of a worker dying as the wait runs out: the port reports both, and the core
+    decides the same way every time (the spec's MainTimeout is not enabled while a worker the
+    iterator depends on is dead)."""
+    core = _waiting()
+    core.worker_ended(1)  # reported with the deadline (TimedOut.ended)
+    core.deadline_passed()
+    step = core.next_action()
+    assert step is not None
+    assert (step.action, step.worker) == (Action.MAIN_DETECT_WORKER_FAILURE, 1)
+    with pytest.raises(ProtocolViolation) as err:
+        core.timeout()
+    assert "depends on is dead" in str(err.value)
+    assert core.detect_worker_failure() == Failure(Action.MAIN_DETECT_WORKER_FAILURE, (1,))
+
+
+def test_the_deadline_alone_is_a_timeout_and_a_retired_workers_death_does_not_count():
+    core = _waiting()
+    core.deadline_passed()
+    assert core.next_action() == (Action.MAIN_TIMEOUT, None, None, None)
+    core = _waiting(iterable=True)
+    core.get_data(1, 1, Kind.EXHAUSTED)
+    core.mark_worker_as_unavailable(1)  # retired: its death is no failure
+    while (step := core.next_action()) is not None and step.action is Action.MAIN_TRY_PUT_INDEX:
+        core.try_put_index(step.worker)  # the put due after a retirement
+    assert step == (Action.MAIN_GET_DATA, None, None, None)
+    core.worker_ended(1)
+    core.deadline_passed()
+    assert core.next_action() == (Action.MAIN_TIMEOUT, None, None, None)
+    assert core.timeout() == Failure(Action.MAIN_TIMEOUT)
+
+
+def test_call_next_begins_each_call_and_the_step_that_returns_ends_it():
+    core = _core(1, 1)
+    core.try_put_index(0)
+    core.ask(Request.NEXT)
+    assert core.next_action() == (Action.MAIN_CALL_NEXT, None, None, None)
+    core.call_next()
+    assert core.in_call
+    with pytest.raises(ProtocolViolation) as err:
+        core.call_next()  # one call at a time
+    assert "inside a call" in str(err.value)
+    assert core.next_action() == (Action.MAIN_GET_DATA, None, None, None)
+    core.get_data(0, 0, Kind.DATA, "a")
+    core.process_data()
+    assert not core.in_call  # next() returned; the refill is between calls
+    core.sampler_ran_dry()
+    assert _next(core) is Action.MAIN_STOP_ITERATION
+    core.stop_iteration()
+    assert not core.in_call
+    assert _next(core) is Action.MAIN_STOP_ITERATION  # after the end: the call, StopIteration
+
+
+def test_the_reorder_window_bounds_the_puts_not_the_outstanding_tasks():
+    """The spec's MainTryPutIndex guard: tasks sent and not yet handed out or retired (a buffered
+    result still holds its slot), fewer than prefetch_factor * num_workers."""
+    core = _core(1, 2)
+    core.try_put_index(0)
+    core.try_put_index(0)
+    core.get_data(0, 0, Kind.DATA, "a")
+    core.get_data(0, 1, Kind.DATA, "b")
+    assert core.tasks_outstanding == 0
+    assert core.next_worker() is None
+    with pytest.raises(ProtocolViolation) as err:
+        core.try_put_index(0)
+    assert "reorder window is full" in str(err.value)
+    core.process_data()
+    assert core.try_put_index(0) == 2  # a hand-out freed one slot
+
+
+def test_the_pin_threads_death_is_detected_and_fails_stop():
+    core = _waiting(pin_memory=True)
+    with pytest.raises(ProtocolViolation):
+        core.detect_pin_failure()  # not known dead
+    core.pin_thread_died("UnloadableError: cannot be unpickled here")
+    assert core.next_action() == (Action.MAIN_DETECT_PIN_FAILURE, None, None, None)
+    failure = core.detect_pin_failure()
+    assert failure == Failure(
+        Action.MAIN_DETECT_PIN_FAILURE, (), "UnloadableError: cannot be unpickled here"
+    )
+    assert (core.phase, core.in_call, core.stage) == (Phase.FAILED, False, Stage.PIN_RUNNING)
+
+
+def test_a_failed_read_loses_the_result_and_fails_stop():
+    core = _waiting()
+    before = core.snapshot()
+    assert core.recv_error(1, "UnloadableError: no") == Failure(
+        Action.FAULT_RECV_ERROR, (1,), "UnloadableError: no"
+    )
+    assert core.last == (Action.FAULT_RECV_ERROR, 1, None, None)
+    assert core.snapshot() == {**before, "shutdown": True}  # only the shutdown is decided
+    assert (core.phase, core.in_call) == (Phase.FAILED, False)
+    between = _core(1, 1)
+    with pytest.raises(ProtocolViolation) as err:
+        between.recv_error(0)
+    assert "between calls" in str(err.value)
 
 
 def test_death_of_a_retired_worker_is_reported_after_resume():
@@ -295,6 +405,9 @@ def _in_phase(phase: Phase) -> ProtocolCore:
 
 
 _CALLS = {
+    Action.MAIN_CALL_NEXT: lambda c: c.call_next(),
+    Action.MAIN_DETECT_PIN_FAILURE: lambda c: c.detect_pin_failure(),
+    Action.FAULT_RECV_ERROR: lambda c: c.recv_error(0),
     Action.MAIN_TRY_PUT_INDEX: lambda c: c.try_put_index(0),
     Action.MAIN_GET_DATA: lambda c: c.get_data(0, 0, Kind.DATA),
     Action.MAIN_PROCESS_DATA: lambda c: c.process_data(),
@@ -399,8 +512,9 @@ def test_loop_fails_stop_when_a_worker_dies():
         _drain(world)
     assert err.value.failure == Failure(Action.MAIN_DETECT_WORKER_FAILURE, (1,))
     assert world.core.stage is Stage.WORKERS_TOLD  # shut down before the error is raised
-    with pytest.raises(ProtocolViolation):
-        world.next()  # fail-stop: the shell turns this into the same RuntimeError
+    with pytest.raises(loop.IteratorFailed) as again:
+        world.next()  # fail-stop: the same failure again, reading nothing
+    assert again.value.failure is err.value.failure
     world.let_go()
 
 
@@ -413,6 +527,56 @@ def test_loop_fails_stop_when_the_timeout_runs_out():
     assert err.value.failure == Failure(Action.MAIN_TIMEOUT)
     assert world.core.terminated == [True]  # the hung worker was killed, then reaped
     world.let_go()
+
+
+def test_loop_reports_a_death_that_raced_the_deadline_not_the_timeout():
+    world = World(Config(2, 1, True, False, False, num_tasks=4, timeout=True), _last)
+    world.start_epoch(first=True)
+    world.hang(0)  # task 0 never comes
+    world.kill(1)  # and worker 1 dies: the wait's last choice is the deadline, with the death
+    with pytest.raises(loop.IteratorFailed) as err:
+        world.next()
+    assert err.value.failure == Failure(Action.MAIN_DETECT_WORKER_FAILURE, (1,))
+    world.let_go()
+
+
+def test_loop_fails_stop_on_a_failed_read():
+    world = World(Config(2, 1, True, False, False, num_tasks=4), _last)
+    world.recv_error_budget = 1
+    world.start_epoch(first=True)
+    with pytest.raises(loop.IteratorFailed) as err:
+        world.next()
+    assert err.value.failure.action is Action.FAULT_RECV_ERROR
+    with pytest.raises(loop.IteratorFailed):
+        world.next()
+    world.let_go()
+
+
+def test_loop_fails_stop_when_the_pin_thread_dies():
+    world = World(Config(1, 2, True, False, False, num_tasks=4, pin_memory=True), _first)
+    world.pin_death_budget = 1
+    world.start_epoch(first=True)
+    world.worker_step(0)
+    world.pin_dies(0)
+    with pytest.raises(loop.IteratorFailed) as err:
+        world.next()
+    assert err.value.failure == Failure(Action.MAIN_DETECT_PIN_FAILURE, (), "simulated")
+    assert world.core.stage is Stage.WORKERS_TOLD  # the dead thread was joined first
+    world.let_go()
+
+
+def test_the_loop_takes_call_next_first_in_every_next(tmp_path):
+    world = World(Config(1, 1, True, False, False, num_tasks=1), _first)
+    with tracewriter.trace_to(tmp_path):
+        world.start_epoch(first=True)
+        _drain(world)
+        with pytest.raises(StopIteration):
+            world.next()
+    lines = (tmp_path / TRACE_FILE.format(pid=os.getpid())).read_text().splitlines()
+    actions = [json.loads(line)["action"] for line in lines]
+    calls = [i for i, a in enumerate(actions) if a == "MainCallNext"]
+    assert len(calls) == 3  # a batch, StopIteration, StopIteration again
+    assert [actions[i + 1] for i in calls] == ["MainGetData"] + ["MainStopIteration"] * 2
 
 
 def test_take_writes_the_record_of_the_step_the_core_took(tmp_path):
@@ -432,6 +596,16 @@ def test_take_writes_the_record_of_the_step_the_core_took(tmp_path):
     assert records[-1]["actor"] == "Main"
 
 
+def test_take_writes_a_failed_read_as_the_fault_record_with_the_main_state(tmp_path):
+    core = _waiting()
+    with tracewriter.trace_to(tmp_path):
+        loop.take(core, Action.FAULT_RECV_ERROR, 0, "UnloadableError: no")
+    (line,) = (tmp_path / TRACE_FILE.format(pid=os.getpid())).read_text().splitlines()
+    record = json.loads(line)
+    assert (record["actor"], record["action"], record["worker"]) == ("Fault", "FaultRecvError", 0)
+    assert record["state"] == core.snapshot()
+
+
 # ---------------------------------------------------------------- what the core is -----------
 @pytest.mark.parametrize("module", ["reference.core", "reference.loop", "reference.messages"])
 def test_the_pure_modules_do_not_import_torch(module):
@@ -442,7 +616,9 @@ def test_the_pure_modules_do_not_import_torch(module):
 
 def _core_calls(path: Path) -> list[str]:
     """Calls in ``path`` of a core method or query by name (``x.try_put_index(...)``)."""
-    names = set(CORE_METHOD.values()) | {"next_action", "ask", "worker_ended", "sampler_ran_dry"}
+    names = set(CORE_METHOD.values()) | set(OBSERVED_FAULT_METHOD.values())
+    names |= {"next_action", "ask", "worker_ended", "sampler_ran_dry"}
+    names |= {"pin_thread_died", "deadline_passed"}
     tree = ast.parse(path.read_text(), str(path))
     return sorted(
         f"{node.func.attr} (line {node.lineno})"
@@ -498,12 +674,14 @@ def configs(draw: st.DrawFn) -> Config:
     data=st.data(),
     kills=st.integers(0, 1),
     hangs=st.integers(0, 1),
+    read_faults=st.integers(0, 1),
     epochs=st.integers(1, 3),
 )
-def test_interleavings_keep_the_spec_invariants(cfg, data, kills, hangs, epochs):
+def test_interleavings_keep_the_spec_invariants(cfg, data, kills, hangs, read_faults, epochs):
     """Every interleaving of worker steps and reads, with a fault schedule: a worker killed or
     hung at any point (a hang only with a timeout: IterationTerminates assumes one), the timeout
-    expiring during any wait, persistent epochs broken off at any point."""
+    expiring during any wait (with the deaths seen by then), a read that fails (the pin thread
+    dies on it, with pin memory), persistent epochs broken off at any point."""
 
     def choose(n: int) -> int:
         return data.draw(st.integers(0, n - 1))
@@ -511,6 +689,8 @@ def test_interleavings_keep_the_spec_invariants(cfg, data, kills, hangs, epochs)
     world = World(cfg, choose)
     world.kill_budget = kills
     world.hang_budget = hangs if cfg.timeout else 0
+    world.recv_error_budget = 0 if cfg.pin_memory else read_faults
+    world.pin_death_budget = read_faults if cfg.pin_memory else 0
     core = world.core
     for epoch in range(epochs if cfg.persistent else 1):
         # A persistent epoch may be broken off after a few batches (then resumed).
@@ -523,7 +703,7 @@ def test_interleavings_keep_the_spec_invariants(cfg, data, kills, hangs, epochs)
             pass
         except loop.IteratorFailed:
             assert core.failed
-            with pytest.raises(ProtocolViolation):  # fail-stop: nothing more is handed out
+            with pytest.raises(loop.IteratorFailed):  # fail-stop: nothing more is handed out
                 world.next()
             world.let_go()
             return

@@ -35,10 +35,13 @@ from refshell_datasets import (
     failing_init,
 )
 
+import faultinject
 from faultinject import processes
+from faultinject.faults import Unloadable
 from loaderspec import tracewriter
 from loaderspec.vocabulary import MAIN_STATE_FIELDS
 from reference import DataLoader
+from reference.messages import TimedOut
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
@@ -263,6 +266,56 @@ def test_timeout_raises_torch_message_and_cleans_up():
     del it
     gc.collect()  # the tracebacks above refer to the iterator
     assert not _children()
+
+
+def test_a_death_at_the_deadline_is_reported_not_the_timeout(monkeypatch):
+    """The race of a worker dying as the wait runs out, made deterministic: the death is there
+    when the deadline is found passed (the wait is made to run out at once), and the error is
+    the death's, as the spec's MainTimeout guard says (a death the loader can see wins)."""
+    it = iter(DataLoader(Squares(8, hang_at=(0,)), batch_size=1, num_workers=2, timeout=30))
+    victim = it._workers[1].pid
+    os.kill(victim, signal.SIGKILL)
+    os.waitid(os.P_PID, victim, os.WEXITED | os.WNOWAIT)  # dead, not reaped: nothing read yet
+    ran_out = TimedOut(30.0)
+    monkeypatch.setattr(it, "_next_event", lambda deadline: ran_out)
+    with pytest.raises(RuntimeError, match=rf"pid {victim}\) is killed by signal"):
+        next(it)
+    with pytest.raises(RuntimeError, match="exited unexpectedly"):
+        next(it)
+    del it
+    gc.collect()
+
+
+@pytest.mark.parametrize("pin", [False, True])
+def test_a_result_that_cannot_be_read_fails_stop(pin, monkeypatch):
+    """Item 2 pickles in the worker but not back here: without a pin thread the main process's
+    read fails (FaultRecvError), with one the pin thread dies on it (FaultPinDeath) and the main
+    process learns of it at once (MainDetectPinFailure). Either way next() raises a clear error
+    and every later next() raises it again (torch: raises, then waits for the lost batch)."""
+    if pin:
+        monkeypatch.setenv("LOADERSPEC_FORCE_PIN_THREAD", "1")
+    data = faultinject.FaultyDataset(6, (Unloadable(2),))
+    loader = DataLoader(
+        data, batch_size=1, num_workers=2, pin_memory=pin, collate_fn=faultinject.collate()
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's "no accelerator" warning
+        it = iter(loader)
+
+    def until_it_raises(iterator: typing.Iterator[torch.Tensor]) -> None:
+        for _ in range(3):  # the read of item 2 may come while task 0 or 1 is waited for
+            got.append(int(next(iterator)[0]))
+
+    got: list[int] = []
+    want = "Pin memory thread exited unexpectedly" if pin else "could not read a result of worker 0"
+    with pytest.raises(RuntimeError, match=want) as err:
+        until_it_raises(it)
+    assert got == [0, 1][: len(got)]
+    assert "UnloadableError" in str(err.value)
+    with pytest.raises(RuntimeError, match=want):
+        next(it)
+    del it, err
+    gc.collect()
 
 
 def _resources() -> tuple[int, int]:

@@ -3,6 +3,7 @@ TLC's distributed mode (a TLCServer and one TLCWorker on localhost)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -104,13 +105,19 @@ def test_record_rewrites_only_the_figures_of_the_models_run(tmp_path: Path):
     manifest.write_text(
         "# a comment that stays\n[A]\ncfg = 'a.cfg'\ntier = 'quick'\nexpect = 'pass'\n"
         "states = 1\nseconds = 9.9\n\n[B]\ncfg = 'b.cfg'\ntier = 'broken'\n"
-        "expect = 'TypeOK'\nstates = 7\n"
+        "violates = ['TypeOK']\nstates = 7\n"
     )
-    model = modelcheck.load_manifest(manifest)[0]
-    result = tlc.TlcResult(True, None, [], 20, 12, 3.21, "", 0, 1.5)
-    modelcheck.record_figures([modelcheck.Outcome(model, result, "pass")], manifest)
+    result = dataclasses.replace(tlc.TlcResult(True, None, [], 20, 12, 3.21, "", 0, 1.5), depth=6)
+    modelcheck.record_figures({"A": result}, manifest, seconds={"A": 3.21})
     text = manifest.read_text()
     assert text.startswith("# a comment that stays\n")
     a, b = modelcheck.load_manifest(manifest)
-    assert (a.states, a.seconds, a.cpu_seconds) == (12, 3.2, 1.5)
-    assert (b.states, b.seconds, b.cpu_seconds) == (7, None, None)
+    assert (a.states, a.total_states, a.depth, a.seconds, a.cpu_seconds) == (12, 20, 6, 3.2, 1.5)
+    assert (b.states, b.seconds, b.cpu_seconds, b.violates) == (7, None, None, {"TypeOK"})
+
+
+def test_a_manifest_table_needs_pass_or_its_violations(tmp_path: Path):
+    manifest = tmp_path / "models.toml"
+    manifest.write_text("[A]\ncfg = 'a.cfg'\ntier = 'broken'\n")
+    with pytest.raises(ValueError, match="expect = 'pass' or violates"):
+        modelcheck.load_manifest(manifest)

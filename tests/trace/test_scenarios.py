@@ -65,13 +65,22 @@ def test_spec_scenarios_cover_every_action_and_pass(tmp_path):
 def test_spec_scenarios_black_box_against_torch():
     """The same scenarios against torch's DataLoader, black-box (no traces): everything holds
     but the parent kill, where torch's workers outlive the killed loader (its watchdog looks
-    at the parent only between tasks), as docs/architecture.md says."""
+    at the parent only between tasks), and a batch that cannot be pickled or read back, which
+    torch loses and then waits for (B2, G2), as docs/spec.md says."""
     pytest.importorskip("torch")
     found = scenarios.covering_scenarios()
     replays = scenarios.replay_scenarios(found, "torch.utils.data:DataLoader")
     problems = {r.schedule.name: v for r in replays if (v := scenarios.violations(r))}
     parent_kills = {r.schedule.name for r in replays if r.schedule.kill_parent_at is not None}
+    lost = {
+        r.schedule.name
+        for r in replays
+        if any(type(f).__name__ in ("Unpicklable", "Unloadable") for f in r.schedule.faults)
+    }
     assert parent_kills, "no scenario kills the loader's process"
-    assert set(problems) == parent_kills, problems
+    assert lost, "no scenario loses a batch to pickling"
+    assert set(problems) == parent_kills | lost, problems
     for name in parent_kills:
         assert any(p.startswith("NoOrphanWorkers") for p in problems[name]), problems[name]
+    for name in lost:
+        assert any(p.startswith("IterationTerminates") for p in problems[name]), problems[name]

@@ -109,7 +109,7 @@ def test_values_are_spelled_as_tlc_reads_them():
     assert encode('a "q"\\') == '"a \\"q\\"\\\\"'
     assert encode([1, [True]]) == "<<1, <<TRUE>>>>"
     assert encode({"a": 1, "b": None}) == "[a |-> 1]"
-    expected = "((2 :> <<0, TRUE>>) @@ (5 :> <<1, FALSE>>))"
+    expected = "(2 :> <<0, TRUE>> @@ 5 :> <<1, FALSE>>)"
     assert encode({"5": [1, False], "2": [0, True]}) == expected
     assert encode({}) == "<<>>"
     with pytest.raises(NotEncodable):

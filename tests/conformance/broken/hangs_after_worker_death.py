@@ -1,5 +1,5 @@
 """Bug: after reporting a worker death once, every later next() blocks for ever
-(FailStopAfterWorkerDeath, IterationTerminates)."""
+(FailStopAfterFatalError, IterationTerminates)."""
 
 import threading
 from typing import Any

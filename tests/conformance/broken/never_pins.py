@@ -1,4 +1,5 @@
-"""Bug: ignores pin_memory=True (PinThreadExitsFirst: batches not pinned where it should pin)."""
+"""Bug: ignores pin_memory=True (PinThreadExitsFirst, a SHOULD: batches not pinned where it should
+pin; NON-STRICT)."""
 
 from typing import Any
 

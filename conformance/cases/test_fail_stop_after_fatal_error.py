@@ -1,5 +1,6 @@
-"""FailStopAfterWorkerDeath (SHOULD): after a worker death was reported, later next() calls raise
-promptly instead of handing out batches that other workers fetched."""
+"""FailStopAfterFatalError (SHOULD): after next() raised a fatal error (a worker's death, a timeout,
+a failed read, the pin thread's death), every later next() raises promptly: no batch, no
+StopIteration."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from conformance.harness import (
     play,
 )
 
-PROP = "FailStopAfterWorkerDeath"
+PROP = "FailStopAfterFatalError"
 
 
 @pytest.mark.quick
@@ -24,7 +25,7 @@ PROP = "FailStopAfterWorkerDeath"
 def test_next_after_worker_death_raises_promptly(loader_cls: type, grade: Grade) -> None:
     """After the worker-death error, each later next() raises at once; no batch, no wait.
 
-    Property: FailStopAfterWorkerDeath. Seed (dataloader.py, _try_get_data): "raise
+    Property: FailStopAfterFatalError. Seed (dataloader.py, _try_get_data): "raise
     RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly')".
     Guards: B1 pytorch/pytorch#16608 (worker-kill tests skipped: "sometimes hangs").
     """
@@ -50,7 +51,7 @@ IDLE_DEATH_RUNS = 3
 def test_next_after_idle_worker_death_does_not_hang(loader_cls: type, grade: Grade) -> None:
     """After an idle worker was SIGKILLed, later next() calls return or raise within 15 s.
 
-    Property: FailStopAfterWorkerDeath and IterationTerminates. Seed (NOTE, 3a): "A process
+    Property: FailStopAfterFatalError and IterationTerminates. Seed (NOTE, 3a): "A process
     won't hang when getting from a queue."
     Guards: A7 pytorch/pytorch#27278, #16608 (CI hangs in test_proper_exit after worker kill).
     """
