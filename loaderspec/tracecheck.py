@@ -35,9 +35,26 @@ from pathlib import Path
 from typing import Any
 
 from loaderspec import tlc
-from loaderspec.tlavalues import NotParsable, parse
-from loaderspec.tracecompile import BASE_SPEC, Constants, constants_for, spec_dir, write_model
-from loaderspec.traces import Record, Run, TraceFormatError, iter_dirs, merge, read_file, split_runs
+from loaderspec.tlavalues import NotParsable, as_function, parse
+from loaderspec.tracecompile import (
+    BASE_SPEC,
+    Constants,
+    TraceConfigError,
+    constants_for,
+    spec_dir,
+    write_model,
+)
+from loaderspec.traces import (
+    Record,
+    Run,
+    TraceFormatError,
+    check_record_fields,
+    iter_dirs,
+    merge,
+    read_file,
+    split_runs,
+)
+from loaderspec.vocabulary import CONFIG_ACTION, CONFIG_FIELDS
 
 ACCEPTED = "ACCEPTED"
 INCOMPLETE = "INCOMPLETE"
@@ -146,12 +163,10 @@ def _as_logged(name: str, printed: str) -> Any:
         value = parse(printed)
     except NotParsable:
         return printed
-    if name == "task_info":
-        if not value:
-            return {}
+    if name == "task_info":  # a sequence when its domain is 1 .. n (as_function)
         return {
             str(i): [entry["worker"], entry["data"]["kind"] != "none"]
-            for i, entry in sorted(value.items())
+            for i, entry in sorted(as_function(value).items())
         }
     if isinstance(value, dict) and sorted(value) == list(range(len(value))):
         return [value[i] for i in range(len(value))]
@@ -335,10 +350,13 @@ def check_runs(
     """Validate runs against the spec, batching those with the same constants into one TLC call.
 
     Verdicts come back in the order of ``runs``.
+
+    Raises:
+        TraceFormatError: a run that cannot be checked (``checkable_constants``): no verdict.
     """
     groups: dict[Constants, list[int]] = {}
     for index, run in enumerate(runs):
-        groups.setdefault(constants_for(run), []).append(index)
+        groups.setdefault(checkable_constants(run), []).append(index)
     verdicts: dict[int, Verdict] = {}
     with tempfile.TemporaryDirectory(prefix="loaderspec-trace-") as tmp:
         for batch_no, (constants, indexes) in enumerate(groups.items()):
@@ -366,14 +384,40 @@ def runs_of(paths: Iterable[Path | str]) -> list[Run]:
     """Each argument's runs: a directory's files merged together, a file on its own.
 
     Raises:
-        TraceFormatError: a malformed record (file and line named).
+        TraceFormatError: a malformed record (file and line named), a record without a field its
+            action requires, a header the spec's constants cannot be read from, or an argument
+            with no record at all.
         FileNotFoundError: a path that does not exist or holds no trace file.
     """
     runs: list[Run] = []
     for name, files in iter_dirs(paths):
         records = merge(r for path in files for r in read_file(path))
-        runs.extend(split_runs(records, name))
+        found = split_runs(records, name)
+        if not found:
+            raise TraceFormatError(
+                f"{name}: no trace record to check (an empty file, or only a line cut off"
+                " mid-write); give the directory a traced run wrote (LOADERSPEC_TRACE_DIR)"
+            )
+        runs.extend(found)
     return runs
+
+
+def checkable_constants(run: Run) -> Constants:
+    """The run's spec constants, once its records are known to carry every field their action
+    requires (``check_record_fields``).
+
+    Raises:
+        TraceFormatError: a record missing a field, or a header the constants cannot be read
+            from (naming the run and the field).
+    """
+    check_record_fields(run)
+    try:
+        return constants_for(run)
+    except TraceConfigError as exc:
+        raise TraceFormatError(
+            f"{run.name}: its {CONFIG_ACTION!r} record: {exc} (a header gives"
+            f" {', '.join(CONFIG_FIELDS)})"
+        ) from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -404,21 +448,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check every run; print one verdict each. Exit 0 iff all are accepted, 1 if not, 2 on
-    unreadable logs or a TLC that cannot run."""
+    bad input (no record at all, a line that is not a record, a record missing a field its
+    action requires, an unreadable header: one line naming it) or a TLC that cannot run."""
     started = time.monotonic()
     try:
         runs = runs_of(args.logs)
-    except (TraceFormatError, FileNotFoundError) as exc:
-        print(f"loaderspec trace-check: {exc}", file=sys.stderr)
-        return 2
-    try:
+        for run in runs:  # every run readable before any TLC call
+            checkable_constants(run)
         verdicts = check_runs(
             runs,
             batch_size=max(1, args.batch_size),
             invariants=() if args.no_invariants else TRACE_INVARIANTS,
             check_post_state=not args.no_post_state,
         )
-    except tlc.TlcNotFound as exc:
+    except (TraceFormatError, FileNotFoundError, tlc.TlcNotFound) as exc:
         print(f"loaderspec trace-check: {exc}", file=sys.stderr)
         return 2
     for verdict in verdicts:

@@ -25,7 +25,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loaderspec.vocabulary import CONFIG_ACTION, TRACE_FILE, TRACE_GLOB, Action
+from loaderspec.vocabulary import (
+    CONFIG_ACTION,
+    TRACE_FILE,
+    TRACE_GLOB,
+    Action,
+    Actor,
+    required_fields,
+    required_state,
+)
 
 # Tie-break ranks (see the module docstring). Actions that write to a queue are logged before
 # the write; actions that read one are logged after the read returned.
@@ -147,6 +155,11 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
     action = obj["action"]
     if action not in KNOWN_ACTIONS:
         raise TraceFormatError(f"{where}: unknown action {action!r} (not in the vocabulary)")
+    expected = Actor.MAIN.value if action == CONFIG_ACTION else Action(action).actor.value
+    if obj["actor"] != expected:
+        raise TraceFormatError(f"{where}: actor {obj['actor']!r} cannot take {action} ({expected})")
+    if action == CONFIG_ACTION and not isinstance(obj.get("config"), dict):
+        raise TraceFormatError(f"{where}: a {CONFIG_ACTION} record's 'config' must be an object")
     t, pid = _opt_int(obj, "t", where), _opt_int(obj, "pid", where)
     if t is None or pid is None:
         raise TraceFormatError(f"{where}: 't' and 'pid' must be integers")
@@ -204,7 +217,12 @@ def read_file(path: Path) -> list[Record]:
     Raises:
         TraceFormatError: a malformed line (not the torn last one).
     """
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8): a trace log is JSON lines"
+        ) from None
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline
     records = []
@@ -304,6 +322,26 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
                 continue
         out.append(record)
     return out
+
+
+def check_record_fields(run: Run) -> None:
+    """Every record of the run has the fields its action requires (the vocabulary's schema,
+    ``loaderspec.vocabulary.required_fields``): a stripped record proves nothing.
+
+    Raises:
+        TraceFormatError: the first record missing one, naming the field and the record.
+    """
+    for record in run.records:
+        action = Action(record.action)
+        missing = [name for name in required_fields(action) if getattr(record, name) is None]
+        state = record.state or {}
+        missing += [f"state.{key}" for key in required_state(action) if key not in state]
+        if missing:
+            raise TraceFormatError(
+                f"{record.source}: {record.brief()} lacks {', '.join(missing)}: a"
+                f" {record.action} record must carry {', '.join(required_fields(action))}"
+                " (docs/tracecheck.md, the record schema); log them, or drop the run"
+            )
 
 
 def write_log(records: Iterable[Record], directory: Path) -> list[Path]:

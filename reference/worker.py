@@ -211,7 +211,12 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 _me["epoch"] = epoch
                 iteration_end = False
                 if tracewriter.ENABLED:
-                    tracewriter.emit(Action.WORKER_ACK_RESUME, epoch=epoch, worker=worker_id)
+                    tracewriter.emit(
+                        Action.WORKER_ACK_RESUME,
+                        epoch=epoch,
+                        worker=worker_id,
+                        state={"iteration_end": iteration_end},
+                    )
                 wire.send(result_conn, Result(-1, Kind.RESUME, None).to_wire())
                 fetcher = new_fetcher()
                 continue
@@ -227,7 +232,11 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
             if done or iteration_end:
                 if tracewriter.ENABLED:
                     tracewriter.emit(
-                        Action.WORKER_SKIP_INDEX, epoch=epoch, worker=worker_id, task=task.idx
+                        Action.WORKER_SKIP_INDEX,
+                        epoch=epoch,
+                        worker=worker_id,
+                        task=task.idx,
+                        state={"iteration_end": iteration_end},
                     )
                 continue
             if init_exception is not None:
@@ -238,8 +247,8 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 iteration_end = result.kind is Kind.EXHAUSTED
             if tracewriter.ENABLED:
                 fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
-                kind = result.kind.value
-                tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, **fields)
+                kind, state = result.kind.value, {"iteration_end": iteration_end}
+                tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, state=state, **fields)
             _send(result_conn, result, worker_id, epoch)
             del result, r, task
     except KeyboardInterrupt:

@@ -60,26 +60,38 @@ LoggedW(name) == Logged(name) /\ Has("worker")
 LoggedT(name) == Logged(name) /\ Has("task")
 Consume == l' = l + 1 /\ UNCHANGED tr
 
-(* The logged post-state of the main process (architecture.md, "Trace records"): torch's   *)
-(* field names; workers_status is a list indexed by worker id; task_info maps a task idx to *)
-(* <<worker, buffered>>, buffered meaning its result has arrived (data # NoMsg).            *)
-StateField(f) == Has("state") /\ f \in DOMAIN logline.state
+(* The logged post-state of the main process (architecture.md, "Trace records"): every     *)
+(* main-process variable, by its spec name (loaderspec.vocabulary.MAIN_STATE_FIELDS, which    *)
+(* trace-check requires on every Main record before TLC runs); per-worker variables are lists *)
+(* indexed by worker id; task_info maps a task idx to <<worker, buffered>>, buffered meaning  *)
+(* its result has arrived (data # NoMsg).                                                     *)
+PerWorker(f, list) == Len(list) = NumWorkers /\ \A w \in Workers : f[w] = list[w + 1]
 MainPostState ==
     \/ ~CheckPostState
     \/ LET s == logline.state IN
-        /\ StateField("send_idx") => send_idx' = s.send_idx
-        /\ StateField("rcvd_idx") => rcvd_idx' = s.rcvd_idx
-        /\ StateField("tasks_outstanding") => tasks_outstanding' = s.tasks_outstanding
-        /\ StateField("shutdown") => shutdown' = s.shutdown
-        /\ StateField("workers_status") =>
-              /\ Len(s.workers_status) = NumWorkers
-              /\ \A w \in Workers : workers_status'[w] = s.workers_status[w + 1]
-        /\ StateField("task_info") =>
-              /\ DOMAIN task_info' = DOMAIN s.task_info
-              /\ \A i \in DOMAIN s.task_info :
-                    /\ task_info'[i].worker = s.task_info[i][1]
-                    /\ (task_info'[i].data # NoMsg) = s.task_info[i][2]
-        /\ Has("epoch") => epoch' = logline.epoch
+        /\ send_idx' = s.send_idx
+        /\ rcvd_idx' = s.rcvd_idx
+        /\ tasks_outstanding' = s.tasks_outstanding
+        /\ shutdown' = s.shutdown
+        /\ iter_state' = s.iter_state
+        /\ in_call' = s.in_call
+        /\ worker_queue_idx' = s.worker_queue_idx
+        /\ resume_iteration_cnt' = s.resume_iteration_cnt
+        /\ failure' = s.failure
+        /\ workers_done_event' = s.workers_done_event
+        /\ pin_memory_thread_done_event' = s.pin_memory_thread_done_event
+        /\ PerWorker(workers_status', s.workers_status)
+        /\ PerWorker(workers_num_tasks', s.workers_num_tasks)
+        /\ PerWorker(sentinel_sent', s.sentinel_sent)
+        /\ DOMAIN task_info' = DOMAIN s.task_info
+        /\ \A i \in DOMAIN s.task_info :
+              /\ task_info'[i].worker = s.task_info[i][1]
+              /\ (task_info'[i].data # NoMsg) = s.task_info[i][2]
+        /\ epoch' = logline.epoch
+
+\* A worker record that carries the worker's state: its iteration_end after the step.
+WorkerPostState(w) ==
+    ~CheckPostState \/ ~Has("state") \/ iteration_end'[w] = logline.state.iteration_end
 
 \* A main-process record: the action, then its logged post-state, then the next record.
 MainStep(A) == A /\ MainPostState /\ Consume
@@ -194,6 +206,7 @@ WorkerFetchIfLogged ==
         ELSE /\ NextIndexIsLogged(w)
              /\ WorkerFetch(w)
              /\ Has("kind") => worker_msg'[w].kind = logline.kind
+    /\ WorkerPostState(logline.worker)
     /\ Consume
 
 WorkerPutIfLogged ==
@@ -207,12 +220,14 @@ WorkerAckResumeIfLogged ==
     /\ LoggedW("WorkerAckResume")
     /\ NextIndexIsLogged(logline.worker)
     /\ WorkerAckResume(logline.worker)
+    /\ WorkerPostState(logline.worker)
     /\ Consume
 
 WorkerSkipIndexIfLogged ==
     /\ LoggedW("WorkerSkipIndex")
     /\ NextIndexIsLogged(logline.worker)
     /\ WorkerSkipIndex(logline.worker)
+    /\ WorkerPostState(logline.worker)
     /\ Consume
 
 WorkerExitIfLogged == LoggedW("WorkerExit") /\ WorkerExit(logline.worker) /\ Consume
