@@ -164,3 +164,38 @@ def test_mutated_traces_are_rejected_for_the_right_reason(checked):
     assert wrong.enabled is True  # the action was possible; its logged post-state was not
     assert "send_idx: logged 5, spec 1" in wrong.explain()
     assert "send_idx = 0" in wrong.explain()  # the spec state before the record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("strip", "named"),
+    [
+        (lambda r: dataclasses.replace(r, state=None) if r.actor == "Main" else r, "lacks state"),
+        (
+            lambda r: (
+                dataclasses.replace(r, state={k: v for k, v in r.state.items() if k != "in_call"})
+                if r.actor == "Main"
+                else r
+            ),
+            "lacks state.in_call",
+        ),
+        (
+            lambda r: (
+                dataclasses.replace(r, task=None, worker=None)
+                if r.action == "MainTryPutIndex"
+                else r
+            ),
+            "lacks worker, task",
+        ),
+        (
+            lambda r: dataclasses.replace(r, kind=None) if r.action == "WorkerPut" else r,
+            "lacks kind",
+        ),
+    ],
+    ids=["state", "a-state-field", "parameters", "kind"],
+)
+def test_a_stripped_trace_is_rejected_naming_what_is_missing(checked, strip, named):
+    good = checked[0]
+    stripped = _with(good, [strip(r) for r in good.records], "stripped")
+    with pytest.raises(tracecheck.TraceFormatError, match=named):
+        tracecheck.check_runs([stripped])
