@@ -38,6 +38,7 @@ from loaderspec import tlc
 from loaderspec.tlavalues import NotParsable, as_function, parse
 from loaderspec.tracecompile import (
     BASE_SPEC,
+    SPEC_STEP,
     Constants,
     TraceConfigError,
     constants_for,
@@ -315,7 +316,13 @@ def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
 def _judge_batch(runs: Sequence[Run], result: tlc.TlcResult, share: float) -> list[Verdict]:
     if result.violated is not None and result.violated not in _violation_names(result.output):
         tail = "\n".join(result.output.splitlines()[-25:])
-        return [Verdict(run, ERROR, detail=f"TLC: {result.violated}\n{tail}") for run in runs]
+        why = f"TLC: {result.violated}"
+        if result.violated == SPEC_STEP:
+            why += (
+                " (a step the trace spec took is no step of DataLoader's Next: the trace spec"
+                " is wrong, whatever the log says)"
+            )
+        return [Verdict(run, ERROR, detail=f"{why}\n{tail}") for run in runs]
     furthest = _furthest(result.output)
     ends = _ended_at(result.output)
     bad = _violations(result.output)

@@ -87,6 +87,7 @@ class Record:
     task: int | None = None
     kind: str | None = None
     state: dict[str, Any] | None = None
+    origin: tuple[int, int, int] | None = None  # [worker, task, epoch] of the message moved
     extra: dict[str, Any] = field(default_factory=dict)  # fields this checker does not read
     source: str = ""  # "file:line", for messages
     seq: int = 0  # position in its file, the last tie-break
@@ -109,10 +110,10 @@ class Record:
         """The record as it was logged (for writing mutated traces back)."""
         out: dict[str, Any] = {"t": self.t, "pid": self.pid, "actor": self.actor}
         out["action"] = self.action
-        for name in ("epoch", "worker", "task", "kind", "state"):
+        for name in ("epoch", "worker", "task", "kind", "state", "origin"):
             value = getattr(self, name)
             if value is not None:
-                out[name] = value
+                out[name] = list(value) if name == "origin" else value
         out.update(self.extra)
         return out
 
@@ -169,7 +170,14 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
     kind = obj.get("kind")
     if kind is not None and not isinstance(kind, str):
         raise TraceFormatError(f"{where}: field 'kind' must be a string or null")
-    known = {"t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state"}
+    origin = obj.get("origin")
+    if origin is not None and (
+        not isinstance(origin, list)
+        or len(origin) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in origin)
+    ):
+        raise TraceFormatError(f"{where}: field 'origin' must be [worker, task, epoch] or null")
+    known = {"t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state", "origin"}
     return Record(
         t=t,
         pid=pid,
@@ -180,6 +188,7 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
         task=_opt_int(obj, "task", where),
         kind=kind,
         state=state,
+        origin=None if origin is None else tuple(origin),
         extra={k: v for k, v in obj.items() if k not in known},
         source=where,
         seq=seq,

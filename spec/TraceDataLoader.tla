@@ -37,6 +37,11 @@
 (*    kernel (PR_SET_PDEATHSIG) cannot log its exit. Once every record is  *)
 (*    consumed, WorkerWatchdogExit(w) may happen unlogged. Whether the     *)
 (*    workers really exited is the sandbox's check (NoOrphanWorkers).      *)
+(*  * Hidden step: a worker killed by what nobody logs (the OOM killer, a  *)
+(*    segfault) is FaultKillWorker(w), inferred just before the main       *)
+(*    process's MainDetectWorkerFailure(w) record, its evidence.           *)
+(* SpecStep ([][Next]_vars) is a PROPERTY of every generated model: TLC    *)
+(* checks that each step taken here is a step of DataLoader's Next.        *)
 (***************************************************************************)
 EXTENDS DataLoader, TraceLog, Integers, Sequences, TLC
 
@@ -296,6 +301,15 @@ HiddenWatchdogExit ==
     /\ \E w \in Workers : WorkerWatchdogExit(w)
     /\ UNCHANGED trace_vars
 
+\* A worker death nobody logged (the OOM killer, a segfault in a C extension, a worker that
+\* SIGKILLs itself): the main process's record that it found w dead is the evidence, so the
+\* kill is inferred just before that record (if w is alive in the spec; a logged kill took it).
+HiddenKillWorker ==
+    /\ LoggedW("MainDetectWorkerFailure")
+    /\ logline.worker \in Workers
+    /\ FaultKillWorker(logline.worker)
+    /\ UNCHANGED trace_vars
+
 -----------------------------------------------------------------------------
 
 TraceInit ==
@@ -318,9 +332,14 @@ TraceNext ==
     \/ FaultKillWorkerIfLogged \/ FaultKillParentIfLogged \/ FaultHangWorkerIfLogged
     \/ FaultFetchErrorIfLogged \/ FaultPutErrorIfLogged \/ FaultRecvErrorIfLogged
     \/ FaultPinDeathIfLogged
-    \/ HiddenWatchdogExit
+    \/ HiddenWatchdogExit \/ HiddenKillWorker
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, trace_vars>>
+
+\* Checked as a PROPERTY of every trace model (refinement, after etcd's trace validation): each
+\* step the trace spec takes, hidden steps and stuttering records included, is a step of the
+\* spec (or leaves its variables unchanged), not only argued to be one.
+SpecStep == [][Next]_vars
 
 \* Always true: prints where each distinct state stands (loaderspec/tracecheck.py reads it).
 TraceProgress == PrintT(<<"TRACE-AT", tr, l, Ended>>)

@@ -199,3 +199,36 @@ def test_a_stripped_trace_is_rejected_naming_what_is_missing(checked, strip, nam
     stripped = _with(good, [strip(r) for r in good.records], "stripped")
     with pytest.raises(tracecheck.TraceFormatError, match=named):
         tracecheck.check_runs([stripped])
+
+
+# The kill-races-exit stutter of the trace spec, and a broken one that is no step of the spec:
+# it turns an exited worker into a killed one.
+_RACE_STUTTER = "           /\\ MainStep(UNCHANGED vars)"
+_RACE_NON_STEP = (
+    '           /\\ MainStep(worker_state\' = [worker_state EXCEPT ![w] = "killed"]'
+    " /\\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,"
+    " history_vars>>)"
+)
+
+
+@pytest.mark.slow
+def test_the_refinement_property_fails_on_a_trace_step_that_is_no_spec_step(checked, tmp_path):
+    """SpecStep ([][Next]_vars, a PROPERTY of every trace model) can fail: a trace spec whose
+    stuttering record changes a variable in a way no spec action does is caught by TLC."""
+    from loaderspec import tlc
+    from loaderspec.tracecompile import write_model
+
+    raced = checked[1]["kill-races-exit"][0]
+    tla, cfg = write_model(tmp_path, "Raced", [raced], tracecheck.checkable_constants(raced))
+    text = tla.read_text()
+    assert text.count(_RACE_STUTTER) == 1
+    tla.write_text(text.replace(_RACE_STUTTER, _RACE_NON_STEP))
+    result = tlc.run_tlc(
+        tla,
+        cfg,
+        workdir=tmp_path,
+        extra_args=("-deadlock",),
+        timeout_s=120,
+        jvm_args=tlc.FAST_START,
+    )
+    assert result.violated == "SpecStep", result.output[-2000:]
