@@ -149,12 +149,14 @@ def emit(
     kind: str | None = None,
     state: dict[str, Any] | None = None,
     t: int | None = None,
+    origin: tuple[int, int, int] | None = None,
 ) -> None:
     """Append one record of a Main, Worker or Pin ``action``. A no-op when tracing is off.
 
     ``t``: when the action happened, if not now (``time.monotonic_ns()`` taken earlier: a
     ``WorkerFetch`` is logged after the fetch, for its ``kind``, but happened when the index
-    arrived). ``state``: the actor's post-state (Main records), else empty.
+    arrived). ``state``: the actor's post-state (Main records), else empty. ``origin``: the
+    (worker, task, epoch) of the result message the step moves (the payload-origin ghost).
     """
     if not ENABLED:
         return
@@ -168,6 +170,7 @@ def emit(
         "task": task,
         "kind": kind,
         "state": {} if state is None else state,
+        "origin": None if origin is None else list(origin),
     }
     with _write_lock:
         os.write(_file(), _line(RecordType.STEP, fields))

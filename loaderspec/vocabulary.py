@@ -303,7 +303,18 @@ class RecordType(enum.Enum):
 # The fields of each record type, in the order they are written. ``kind`` is written only on
 # records whose action has one (docs/contracts.md lists them).
 RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
-    RecordType.STEP: ("t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state"),
+    RecordType.STEP: (
+        "t",
+        "pid",
+        "actor",
+        "action",
+        "epoch",
+        "worker",
+        "task",
+        "kind",
+        "state",
+        "origin",
+    ),
     RecordType.FAULT: ("t", "pid", "actor", "action", "worker", "task", "state"),
     RecordType.CONFIG: (
         "t",
@@ -317,7 +328,7 @@ RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
         "config",
     ),
 }
-OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind"})
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin"})
 
 # ``state`` of a Main record: the post-state of every main-process spec variable (the spec's
 # names; ``epoch`` is the record's own field, ``parent_alive`` is true while it logs).
@@ -347,12 +358,12 @@ ORIGIN_FIELD = "origin"
 
 # The parameters each action's record must carry besides t, pid, actor and action: the schema
 # trace-check holds every record to (``required_fields``; loaderspec.traces.check_record_fields).
-_W, _T, _K, _E = "worker", "task", "kind", "epoch"
+_W, _T, _K, _E, _O = "worker", "task", "kind", "epoch", ORIGIN_FIELD
 ACTION_PARAMETERS: dict[Action, tuple[str, ...]] = {
     Action.MAIN_CALL_NEXT: (),
     Action.MAIN_TRY_PUT_INDEX: (_W, _T),
-    Action.MAIN_GET_DATA: (_W, _T, _K),
-    Action.MAIN_PROCESS_DATA: (_W, _T, _K),
+    Action.MAIN_GET_DATA: (_W, _T, _K, _O),
+    Action.MAIN_PROCESS_DATA: (_W, _T, _K, _O),
     Action.MAIN_SKIP_EXHAUSTED: (_T,),
     Action.MAIN_MARK_WORKER_UNAVAILABLE: (_W, _T),
     Action.MAIN_STOP_ITERATION: (),
@@ -360,7 +371,7 @@ ACTION_PARAMETERS: dict[Action, tuple[str, ...]] = {
     Action.MAIN_DETECT_PIN_FAILURE: (),
     Action.MAIN_TIMEOUT: (),
     Action.MAIN_RESUME_ITERATION: (),
-    Action.MAIN_DRAIN_RESUME: (_W, _K),
+    Action.MAIN_DRAIN_RESUME: (_W, _K, _O),
     Action.MAIN_DROP_ITERATOR: (),
     Action.MAIN_SET_PIN_DONE: (),
     Action.MAIN_JOIN_PIN_THREAD: (),
@@ -369,13 +380,13 @@ ACTION_PARAMETERS: dict[Action, tuple[str, ...]] = {
     Action.MAIN_JOIN_WORKER: (_W,),
     Action.MAIN_TERMINATE_WORKER: (_W,),
     Action.WORKER_FETCH: (_E, _W, _T, _K),
-    Action.WORKER_PUT: (_E, _W, _T, _K),
+    Action.WORKER_PUT: (_E, _W, _T, _K, _O),
     Action.WORKER_ACK_RESUME: (_E, _W),
     Action.WORKER_SKIP_INDEX: (_E, _W, _T),
     Action.WORKER_EXIT: (_W,),
     Action.WORKER_WATCHDOG_EXIT: (_W,),
-    Action.PIN_GET_RESULT: (_W, _T, _K),
-    Action.PIN_PUT_DATA: (_W, _T, _K),
+    Action.PIN_GET_RESULT: (_W, _T, _K, _O),
+    Action.PIN_PUT_DATA: (_W, _T, _K, _O),
     Action.PIN_EXIT: (),
     Action.FAULT_KILL_WORKER: (_W,),
     Action.FAULT_KILL_PARENT: (),

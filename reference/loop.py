@@ -12,6 +12,8 @@ interleaving Hypothesis picks). Both call these functions; neither has a copy of
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -25,10 +27,12 @@ from reference.messages import (
     Event,
     Exited,
     IndexMessage,
+    Origin,
     PinDied,
     RecvFailed,
     Task,
     TimedOut,
+    Traced,
 )
 
 
@@ -82,9 +86,11 @@ class Port(Protocol):
         ...
 
 
-def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
+def take(core: ProtocolCore, action: Action, *args: Any, origin: Origin | None = None) -> Any:
     """Take ``action`` (the core's method ``CORE_METHOD[action]``, or for the fault the main
-    process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record.
+    process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record
+    (``origin``: that of the message the step read). MainProcessData's record is written where
+    the batch is handed out (``hand_out``), with the time and post-state of the step.
 
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
@@ -93,15 +99,39 @@ def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
     if tracewriter.ENABLED:
         step = core.last
         assert step is not None  # every action method sets it
-        tracewriter.emit(
-            action,
-            epoch=core.epoch,
-            worker=step.worker,
-            task=step.task,
-            kind=None if step.kind is None else step.kind.value,
-            state=core.snapshot(),
-        )
+        fields = {
+            "epoch": core.epoch,
+            "worker": step.worker,
+            "task": step.task,
+            "kind": None if step.kind is None else step.kind.value,
+            "state": core.snapshot(),
+        }
+        if action is _PROCESS:
+            _HAND_OUTS[core] = {"t": time.monotonic_ns(), **fields}
+        else:
+            tracewriter.emit(action, origin=origin, **fields)
     return result
+
+
+# MainProcessData records taken and not yet written: the shell writes each where it hands the
+# batch out (hand_out), so its origin is that of what the user gets, not what the core chose.
+_HAND_OUTS: weakref.WeakKeyDictionary[ProtocolCore, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def hand_out(core: ProtocolCore, payload: Any) -> Any:
+    """The point of effect of MainProcessData: ``payload`` is what the shell hands the user now
+    (the core's ``Delivery.payload``, unless the shell is broken). Writes the step's record, at
+    the time the core took it, with the origin that travelled with this payload (the ghost:
+    ``Traced``), and returns the payload itself."""
+    origin = None
+    if type(payload) is Traced:
+        payload, origin = payload
+    elif not tracewriter.ENABLED:  # the per-batch path when not tracing
+        return payload
+    fields = _HAND_OUTS.pop(core, None)
+    if fields is not None:
+        tracewriter.emit(_PROCESS, origin=origin, **fields)
+    return payload
 
 
 # CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
@@ -162,7 +192,11 @@ def _get_data(core: ProtocolCore, port: Port, step: Step) -> None:
     event = port.wait()
     if type(event) is Arrived:
         r = event.result
-        take(core, _GET, event.worker, r.idx, r.kind, r.payload)
+        if r.origin is None:  # not traced: the per-batch path
+            take(core, _GET, event.worker, r.idx, r.kind, r.payload)
+        else:
+            traced = Traced(r.payload, r.origin)
+            take(core, _GET, event.worker, r.idx, r.kind, traced, origin=r.origin)
     else:
         _on_other_event(core, port, event)
 
@@ -170,7 +204,8 @@ def _get_data(core: ProtocolCore, port: Port, step: Step) -> None:
 def _drain_resume(core: ProtocolCore, port: Port, step: Step) -> None:
     event = port.wait()
     if type(event) is Arrived:
-        take(core, Action.MAIN_DRAIN_RESUME, event.worker, event.result.kind)
+        r = event.result
+        take(core, Action.MAIN_DRAIN_RESUME, event.worker, r.kind, origin=r.origin)
     else:
         _on_other_event(core, port, event)
 

@@ -109,19 +109,22 @@ _UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
 
 
 def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
-    """WorkerPut: one result message, pickled first so that the put's record says what is sent.
+    """WorkerPut: one result message, pickled first so that the put's record says what is sent
+    (its kind, and traced, the origin packed with it).
 
     A batch that cannot be pickled (FaultPutError) is sent as its error instead, so the main
     process raises it in turn rather than wait for a batch that never comes (torch's feeder
     thread dies on it and the loader hangs, pytorch#142884).
     """
+    if tracewriter.ENABLED:
+        result = result._replace(origin=(worker_id, result.idx, epoch))
     try:
         parts = wire.pack(result.to_wire())
     except _UNPICKLABLE:
         if tracewriter.ENABLED and result.kind is Kind.DATA:  # the spec's fault is a batch's
             tracewriter.emit(Action.FAULT_PUT_ERROR, epoch=epoch, worker=worker_id, task=result.idx)
         err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
-        result = Result(result.idx, Kind.ERROR, err)
+        result = Result(result.idx, Kind.ERROR, err, result.origin)
         try:
             parts = wire.pack(result.to_wire())
         except _UNPICKLABLE:
@@ -130,7 +133,7 @@ def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
             parts = wire.pack(result.to_wire())
     if tracewriter.ENABLED:  # a put is logged before it happens
         fields = {"epoch": epoch, "worker": worker_id, "task": result.idx}
-        tracewriter.emit(Action.WORKER_PUT, kind=result.kind.value, **fields)
+        tracewriter.emit(Action.WORKER_PUT, kind=result.kind.value, origin=result.origin, **fields)
     wire.write(conn, parts)
 
 
@@ -217,7 +220,8 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                         worker=worker_id,
                         state={"iteration_end": iteration_end},
                     )
-                wire.send(result_conn, Result(-1, Kind.RESUME, None).to_wire())
+                origin = (worker_id, -1, epoch) if tracewriter.ENABLED else None
+                wire.send(result_conn, Result(-1, Kind.RESUME, None, origin).to_wire())
                 fetcher = new_fetcher()
                 continue
             if r is SENTINEL:

@@ -101,11 +101,15 @@ WorkerPostState(w) ==
 \* A main-process record: the action, then its logged post-state, then the next record.
 MainStep(A) == A /\ MainPostState /\ Consume
 
-\* A result message m is the one the record describes.
+\* A result message m is the one the record describes; its origin (the payload-origin ghost:
+\* <<worker, task, epoch>> of the message actually written, read or handed out) is m's.
 IsLoggedMsg(m) ==
     /\ Has("task") => m.idx = logline.task
     /\ Has("kind") => m.kind = logline.kind
     /\ Has("worker") => m.worker = logline.worker
+    /\ Has("origin") => /\ m.worker = logline.origin[1]
+                        /\ m.idx = logline.origin[2]
+                        /\ m.epoch = logline.origin[3]
 
 \* Where the main process read the logged message: the data queue (pin memory) or w's channel.
 PoppedLoggedSource ==
