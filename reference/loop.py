@@ -86,11 +86,19 @@ class Port(Protocol):
         ...
 
 
-def take(core: ProtocolCore, action: Action, *args: Any, origin: Origin | None = None) -> Any:
+def take(
+    core: ProtocolCore,
+    action: Action,
+    *args: Any,
+    origin: Origin | None = None,
+    at_write: bool = False,
+) -> Any:
     """Take ``action`` (the core's method ``CORE_METHOD[action]``, or for the fault the main
     process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record
-    (``origin``: that of the message the step read). MainProcessData's record is written where
-    the batch is handed out (``hand_out``), with the time and post-state of the step.
+    (``origin``: that of the message the step read). Where the step's effect is the port's,
+    the record is written there, with the step's post-state: ``at_write``, by the port's
+    ``send`` just before it writes (``log_write``); MainProcessData's where the shell hands
+    the batch out (``hand_out``), at the time of the step.
 
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
@@ -108,9 +116,27 @@ def take(core: ProtocolCore, action: Action, *args: Any, origin: Origin | None =
         }
         if action is _PROCESS:
             _HAND_OUTS[core] = {"t": time.monotonic_ns(), **fields}
+        elif at_write:
+            _WRITES[core] = (action, fields)
         else:
             tracewriter.emit(action, origin=origin, **fields)
     return result
+
+
+# The record of a step that sends (a task, a sentinel, a resume), taken and not yet written:
+# the port's send writes it just before its write (log_write), so a message the shell decides
+# and never writes leaves no record of being sent.
+_WRITES: weakref.WeakKeyDictionary[ProtocolCore, tuple[Action, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def log_write(core: ProtocolCore) -> None:
+    """Called by a port's ``send`` at its point of effect, just before it writes: the record of
+    the step that decided the message (one record for a resume sent to every worker)."""
+    pending = _WRITES.pop(core, None)
+    if pending is not None:
+        tracewriter.emit(pending[0], **pending[1])
 
 
 # MainProcessData records taken and not yet written: the shell writes each where it hands the
@@ -184,7 +210,7 @@ def _try_put_index(core: ProtocolCore, port: Port, step: Step) -> None:
     except StopIteration:
         core.sampler_ran_dry()
         return
-    idx = take(core, _TRY_PUT, step.worker)
+    idx = take(core, _TRY_PUT, step.worker, at_write=True)
     port.send(step.worker, Task(idx, index))
 
 
@@ -220,7 +246,8 @@ def _skip_exhausted(core: ProtocolCore, port: Port, step: Step) -> None:
 
 def _mark_worker_unavailable(core: ProtocolCore, port: Port, step: Step) -> None:
     assert step.worker is not None
-    if take(core, Action.MAIN_MARK_WORKER_UNAVAILABLE, step.worker):
+    sends = not core.persistent_workers  # the None sentinel goes out now (mark's result)
+    if take(core, Action.MAIN_MARK_WORKER_UNAVAILABLE, step.worker, at_write=sends):
         port.send(step.worker, SENTINEL)
 
 
@@ -246,7 +273,7 @@ def _timeout(core: ProtocolCore, port: Port, step: Step) -> None:
 
 
 def _resume_iteration(core: ProtocolCore, port: Port, step: Step) -> None:
-    for worker in take(core, Action.MAIN_RESUME_ITERATION):
+    for worker in take(core, Action.MAIN_RESUME_ITERATION, at_write=True):
         port.send(worker, RESUME)
 
 
@@ -269,7 +296,7 @@ def _set_workers_done(core: ProtocolCore, port: Port, step: Step) -> None:
 
 def _put_sentinel(core: ProtocolCore, port: Port, step: Step) -> None:
     assert step.worker is not None
-    take(core, Action.MAIN_PUT_SENTINEL, step.worker)
+    take(core, Action.MAIN_PUT_SENTINEL, step.worker, at_write=True)
     port.send(step.worker, SENTINEL)
 
 

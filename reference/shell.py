@@ -390,6 +390,8 @@ class MultiProcessingIter(BaseIter):
         return next(self._sampler_iter)  # StopIteration when the sampler ran dry
 
     def send(self, worker: int, message: IndexMessage) -> None:
+        if tracewriter.ENABLED:
+            loop.log_write(self._core)  # the point of effect: a put is logged before it happens
         if worker >= len(self._index_conns):
             return  # never started (construction failed)
         if type(message) is Task:

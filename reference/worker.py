@@ -109,15 +109,13 @@ _UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
 
 
 def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
-    """WorkerPut: one result message, pickled first so that the put's record says what is sent
-    (its kind, and traced, the origin packed with it).
+    """WorkerPut: one result message, pickled first so that the put's record says what is sent:
+    its task, its kind and, traced, the origin its payload got where it was fetched.
 
     A batch that cannot be pickled (FaultPutError) is sent as its error instead, so the main
     process raises it in turn rather than wait for a batch that never comes (torch's feeder
     thread dies on it and the loader hangs, pytorch#142884).
     """
-    if tracewriter.ENABLED:
-        result = result._replace(origin=(worker_id, result.idx, epoch))
     try:
         parts = wire.pack(result.to_wire())
     except _UNPICKLABLE:
@@ -152,18 +150,20 @@ def _look_at_done(channels: WorkerChannels) -> tuple[int | None, bool]:
             trace_order.release()
 
 
-def _fetch(fetcher: Any, task: Task, worker_id: int, iterable: bool) -> Result:
-    """WorkerFetch: run torch's fetcher on the task's index; an exception is the result."""
+def _fetch(fetcher: Any, task: Task, worker_id: int, iterable: bool, epoch: int) -> Result:
+    """WorkerFetch: run torch's fetcher on the task's index; an exception is the result.
+    Traced, the result's origin (the payload-origin ghost) is bound here, where it is made."""
+    origin = (worker_id, task.idx, epoch) if tracewriter.ENABLED else None
     try:
-        return Result(task.idx, Kind.DATA, fetcher.fetch(task.index))
+        return Result(task.idx, Kind.DATA, fetcher.fetch(task.index), origin)
     except StopIteration:
         if iterable:
-            return Result(task.idx, Kind.EXHAUSTED, None)
+            return Result(task.idx, Kind.EXHAUSTED, None, origin)
         where = f"in DataLoader worker process {worker_id}"
-        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where))
+        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where), origin)
     except Exception:
         where = f"in DataLoader worker process {worker_id}"
-        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where))
+        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where), origin)
 
 
 def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) -> None:
@@ -247,8 +247,10 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 result = Result(task.idx, Kind.ERROR, init_exception)
                 init_exception = None
             else:
-                result = _fetch(fetcher, task, worker_id, iterable)
+                result = _fetch(fetcher, task, worker_id, iterable, epoch)
                 iteration_end = result.kind is Kind.EXHAUSTED
+            if tracewriter.ENABLED and result.origin is None:  # the init error's
+                result = result._replace(origin=(worker_id, task.idx, epoch))
             if tracewriter.ENABLED:
                 fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
                 kind, state = result.kind.value, {"iteration_end": iteration_end}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from faultinject.faults import SkewWorker
+from faultinject.faults import SkewWorker, Sleep
 from loaderspec import tracecheck
 from loaderspec.replay import Schedule, play
 from loaderspec.traces import Record, Run
@@ -50,6 +50,31 @@ CASES: dict[str, tuple[Schedule, str | None, Callable[[Record], bool]]] = {
         "MainResumeIteration",
         # the full post-state shows it: iter_state "running" at once, no resume acks awaited
         lambda r: r.epoch == 1 and r.state["iter_state"] == "running",
+    ),
+    # Broken shells: the core decides right, the effect differs (records written at the effect).
+    "WrongPayload": (
+        Schedule("wrong-payload", **BASE),
+        "MainProcessData",
+        lambda r: r.task == 1 and r.origin == (0, 0, 0),  # task 1 handed out task 0's batch
+    ),
+    "LostSentinel": (
+        Schedule("lost-sentinel", **BASE),
+        None,  # the first shutdown record after the lost write: a join or a terminate
+        lambda r: (
+            r.action in ("MainJoinWorker", "MainTerminateWorker")
+            and r.state["sentinel_sent"] == [True, True]
+        ),  # the core decided both
+    ),
+    "EarlyJoin": (
+        # worker 1 sleeps in item 1 when the user breaks off after batch 0: alive at its join
+        Schedule("early-join", faults=(Sleep(at=1, seconds=1.0),), drop_at=(0, 1), **BASE),
+        "MainJoinWorker",
+        lambda r: r.worker in (0, 1),  # worker 0's join, if it had not exited yet, else 1's
+    ),
+    "StalePut": (
+        Schedule("stale-put", num_items=6, persistent_workers=True, epochs=2),
+        "WorkerPut",
+        lambda r: r.epoch == 1 and r.origin is not None and r.origin[2] == 0,  # epoch 0's batch
     ),
 }
 
