@@ -175,7 +175,7 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     leaked_fds = [
         f"{fd} -> {path}"
         for fd, path in sorted(fds_after.items())
-        if fds_before.get(fd) != path and fd not in (out_fd, ack_fd)
+        if fds_before.get(fd) != path and fd not in (out_fd, ack_fd, tracewriter.log_fd())
     ]
     # The listdir above briefly opens /proc/self/fd itself; that fd is closed again.
     leaked_fds = [f for f in leaked_fds if not f.endswith(f"/proc/{os.getpid()}/fd")]

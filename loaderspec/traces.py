@@ -304,7 +304,8 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
     docs/tracecheck.md):
 
     * A Worker record without ``worker`` (e.g. a watchdog exit) gets the worker id of its pid:
-      from the header's ``worker_pids``, else from the same process's other records.
+      from the header's ``worker_pids``, else from the same process's other records; a Fault
+      record without ``worker`` gets that of its ``victim`` pid (a kill by pid).
     * ``MainResumeIteration`` is one spec step that sends a resume to every worker; a loader
       may log it once per worker. A record of it that follows another one of the same epoch,
       with no main-process record between them, is the same step and is dropped.
@@ -319,6 +320,9 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
     for record in records:
         if record.actor == "Worker" and record.worker is None and record.pid in worker_of:
             record = replace(record, worker=worker_of[record.pid])
+        victim = record.extra.get("victim")
+        if record.actor == "Fault" and record.worker is None and victim in worker_of:
+            record = replace(record, worker=worker_of[victim])
         if record.actor == "Main":
             previous = last_main.get(record.pid)
             last_main[record.pid] = record

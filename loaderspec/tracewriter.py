@@ -52,6 +52,7 @@ __all__ = [
     "emit_config",
     "emit_fault",
     "emit_last",
+    "log_fd",
     "trace_to",
 ]
 
@@ -107,6 +108,12 @@ def trace_to(directory: str | os.PathLike[str]) -> Iterator[Path]:
         else:
             os.environ[TRACE_DIR_ENV] = previous
         configure(previous)
+
+
+def log_fd() -> int | None:
+    """This process's open trace file descriptor, if any: the harness's own instrument, which
+    a leak check of the loader under test must not count."""
+    return _fd if _fd is not None and _fd_pid == os.getpid() else None
 
 
 def _close() -> None:
@@ -213,11 +220,15 @@ def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = 
     os.write(_file(), _line(RecordType.STEP, fields))
 
 
-def emit_fault(action: Action, *, worker: int | None, task: int | None = None) -> None:
+def emit_fault(
+    action: Action, *, worker: int | None, task: int | None = None, victim: int | None = None
+) -> None:
     """Log a ``Fault*`` ``action`` if ``LOADERSPEC_TRACE_DIR`` is set now; call it just before
     injecting the fault. ``worker``: the loader's worker id concerned (None if unknown); ``task``
-    the loader's task index, which a dataset cannot know, so usually None. Never raises for a
-    missing or full trace directory: that must not change the fault being injected.
+    the loader's task index, which a dataset cannot know, so usually None; ``victim``: the pid
+    the fault hits, when the injector knows the pid and not the worker id (trace-check maps it
+    through the header's ``worker_pids``). Never raises for a missing or full trace directory:
+    that must not change the fault being injected.
     """
     if action.actor is not Actor.FAULT:
         raise ValueError(f"{action.value} is not a fault action (Action.FAULT_*)")
@@ -233,6 +244,7 @@ def emit_fault(action: Action, *, worker: int | None, task: int | None = None) -
         "worker": worker,
         "task": task,
         "state": {},
+        "victim": victim,
     }
     with _write_lock, contextlib.suppress(OSError):
         fd = _open(directory, pid)

@@ -315,7 +315,7 @@ RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
         "state",
         "origin",
     ),
-    RecordType.FAULT: ("t", "pid", "actor", "action", "worker", "task", "state"),
+    RecordType.FAULT: ("t", "pid", "actor", "action", "worker", "task", "state", "victim"),
     RecordType.CONFIG: (
         "t",
         "pid",
@@ -328,7 +328,7 @@ RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
         "config",
     ),
 }
-OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin"})
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin", "victim"})
 
 # ``state`` of a Main record: the post-state of every main-process spec variable (the spec's
 # names; ``epoch`` is the record's own field, ``parent_alive`` is true while it logs).

@@ -24,12 +24,13 @@
 (*    it (FaultFetchError, no task) and the worker logs WorkerFetch with   *)
 (*    kind "error": whichever comes first takes the step, the other only   *)
 (*    checks that it was taken (w holds an error result for that task).    *)
-(*  * A kill that raced the worker's own exit: a worker that logged        *)
-(*    WorkerExit is still a process until it is reaped; a bounded join     *)
-(*    that times out (a loaded machine, or none after a failure) kills it  *)
-(*    while it tears down, and the loader logs MainTerminateWorker. The    *)
-(*    spec's worker has already "exited": the record is a stuttering step  *)
-(*    of the main process (same guards as MainTerminateWorker).            *)
+(*  * A kill that raced the worker's own end: a worker that logged         *)
+(*    WorkerExit, or was killed, is still a process until it is reaped; a  *)
+(*    bounded join that times out (a loaded machine, or none after a       *)
+(*    failure) kills it while it tears down, and the loader logs           *)
+(*    MainTerminateWorker. The spec's worker has already "exited" (or was  *)
+(*    "killed"): the record is a stuttering step of the main process (same *)
+(*    guards as MainTerminateWorker).                                      *)
 (*  * next() on a failed iterator raises its error again at once: the      *)
 (*    loader logs MainCallNext, and the spec takes no step (a call that    *)
 (*    reads and waits for nothing is not a call of the model).             *)
@@ -188,7 +189,7 @@ MainTerminateWorkerIfLogged ==
     /\ LET w == logline.worker IN
         \/ MainStep(MainTerminateWorker(w))
         \/ /\ TerminatesStragglers /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
-           /\ worker_state[w] = "exited"
+           /\ worker_state[w] \in {"exited", "killed"}
            /\ MainStep(UNCHANGED vars)
 
 -----------------------------------------------------------------------------

@@ -234,3 +234,14 @@ def test_as_function_maps_a_sequence_from_one():
     assert as_function(parse("(0 :> 5)")) == {0: 5}
     with pytest.raises(NotParsable):
         as_function(parse("3"))
+
+
+def test_a_kill_by_pid_is_the_worker_of_that_pid():
+    recs = [
+        parse_line(_line(t=1, action=CONFIG_ACTION, config={"worker_pids": [11, 12]}), where="a"),
+        parse_line(
+            _line(t=2, pid=99, actor="Fault", action="FaultKillWorker", victim=12), where="b"
+        ),
+    ]
+    (run,) = split_runs(merge(recs), "d")
+    assert [r.worker for r in run.records] == [1]
