@@ -306,6 +306,8 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
     * A Worker record without ``worker`` (e.g. a watchdog exit) gets the worker id of its pid:
       from the header's ``worker_pids``, else from the same process's other records; a Fault
       record without ``worker`` gets that of its ``victim`` pid (a kill by pid).
+    * A ``FaultFetchError`` announcing the error its worker's next ``WorkerFetch`` reports is
+      dropped (``_drop_announced_errors``).
     * ``MainResumeIteration`` is one spec step that sends a resume to every worker; a loader
       may log it once per worker. A record of it that follows another one of the same epoch,
       with no main-process record between them, is the same step and is dropped.
@@ -317,6 +319,7 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
             worker_of.setdefault(record.pid, record.worker)
     out: list[Record] = []
     last_main: dict[int, Record] = {}
+    records = _drop_announced_errors(records)
     for record in records:
         if record.actor == "Worker" and record.worker is None and record.pid in worker_of:
             record = replace(record, worker=worker_of[record.pid])
@@ -355,6 +358,26 @@ def check_record_fields(run: Run) -> None:
                 f" {record.action} record must carry {', '.join(required_fields(action))}"
                 " (docs/tracecheck.md, the record schema); log them, or drop the run"
             )
+
+
+def _drop_announced_errors(records: Sequence[Record]) -> list[Record]:
+    """A ``FaultFetchError`` of worker w whose next record of w is w's ``WorkerFetch`` of kind
+    "error" is that fetch's error announced: the worker's record takes the spec step, the fault
+    record adds nothing. Dropped, since it may come long before the fetch (an error raised in
+    ``worker_init_fn`` is the result of the worker's first task)."""
+    out = []
+    for i, record in enumerate(records):
+        if record.action == Action.FAULT_FETCH_ERROR.value and record.worker is not None:
+            after = (r for r in records[i + 1 :] if r.worker == record.worker and r.actor != "Main")
+            following = next(after, None)
+            if (
+                following is not None
+                and following.action == Action.WORKER_FETCH.value
+                and following.kind == "error"
+            ):
+                continue
+        out.append(record)
+    return out
 
 
 def write_log(records: Iterable[Record], directory: Path) -> list[Path]:

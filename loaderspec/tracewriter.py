@@ -52,6 +52,7 @@ __all__ = [
     "emit_config",
     "emit_fault",
     "emit_last",
+    "fetch_began",
     "log_fd",
     "trace_to",
 ]
@@ -220,6 +221,19 @@ def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = 
     os.write(_file(), _line(RecordType.STEP, fields))
 
 
+# When this process's current fetch took its index (``fetch_began``): a fault of that fetch (a
+# hang, an error) is the step of taking the index, so its record gets that time, not the time
+# the dataset raised or began to hang (which can come after the main process's later steps).
+_fetch_t: int | None = None
+_FETCH_FAULTS = (Action.FAULT_HANG_WORKER, Action.FAULT_FETCH_ERROR)
+
+
+def fetch_began(t: int | None) -> None:
+    """A worker's fetch took its index at ``t`` (``time.monotonic_ns()``); None: it is over."""
+    global _fetch_t
+    _fetch_t = t
+
+
 def emit_fault(
     action: Action, *, worker: int | None, task: int | None = None, victim: int | None = None
 ) -> None:
@@ -236,8 +250,9 @@ def emit_fault(
     if not directory:
         return
     pid = os.getpid()
+    t = _fetch_t if _fetch_t is not None and action in _FETCH_FAULTS else time.monotonic_ns()
     fields = {
-        "t": time.monotonic_ns(),
+        "t": t,
         "pid": pid,
         "actor": Actor.FAULT.value,
         "action": action.value,

@@ -247,7 +247,9 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 result = Result(task.idx, Kind.ERROR, init_exception)
                 init_exception = None
             else:
+                tracewriter.fetch_began(t_fetch)  # a hang or error record is this fetch's step
                 result = _fetch(fetcher, task, worker_id, iterable, epoch)
+                tracewriter.fetch_began(None)
                 iteration_end = result.kind is Kind.EXHAUSTED
             if tracewriter.ENABLED and result.origin is None:  # the init error's
                 result = result._replace(origin=(worker_id, task.idx, epoch))

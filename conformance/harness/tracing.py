@@ -58,7 +58,7 @@ def validate(root: Path) -> dict[str, Any]:
             unreadable.append({"case": folder.name, "why": str(exc)})
             continue
         runs.extend(found)
-    verdicts = tracecheck.check_runs(runs) if runs else []
+    verdicts = tracecheck.check_runs(runs, jobs=tracecheck.default_jobs()) if runs else []
     rejected = [
         {"case": Path(v.run.name.split("#")[0]).name, "run": v.run.name, "why": v.explain()}
         for v in verdicts
