@@ -26,7 +26,6 @@ from __future__ import annotations
 import datetime
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,6 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 from conformance import catalog, expect, ids, loader_ref
-from conformance.harness import tracing
 from conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
 from conformance.verdict import DEFAULT_POLICY, verdict
 from loaderspec.vocabulary import PROPERTY_NAMES, Level, property_named
@@ -176,18 +174,6 @@ def loader_cls(request: pytest.FixtureRequest) -> type:
     run = _run(request.config)
     assert run is not None
     return run.loader
-
-
-@pytest.fixture(autouse=True)
-def _traced_case(request: pytest.FixtureRequest) -> Iterator[None]:
-    """With ``--conformance-trace``: every loader the case starts traces into its folder."""
-    root = request.config.getoption("loaderspec_trace", None)
-    info = request.node.stash.get(_CASE, None)
-    if not root or info is None:
-        yield
-        return
-    with tracing.traced(Path(root), info.id):
-        yield
 
 
 @pytest.fixture
@@ -390,9 +376,6 @@ class ConformanceRun:
         out = config.getoption("loaderspec_report")
         self.report_dir = Path(out) if out and not self.worker else None
         self.verdict = verdict([], self.policy)
-        trace = config.getoption("loaderspec_trace", None)
-        self.trace_dir = Path(trace) if trace and not self.worker else None
-        self.traces: dict[str, Any] | None = None  # tracing.validate's summary, at the end
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         lines = [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
@@ -444,13 +427,6 @@ class ConformanceRun:
             session.exitstatus = (
                 pytest.ExitCode.TESTS_FAILED if self.verdict.failed else pytest.ExitCode.OK
             )
-        if self.trace_dir is not None:
-            # Every traced run of every case, checked against the spec (batched TLC calls); a
-            # rejected or unreadable trace fails the run like a failed case.
-            self.traces = tracing.validate(self.trace_dir)
-            bad = self.traces["rejected"] or self.traces["unreadable"]
-            if bad and session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.report_dir is not None:
             from conformance.harness.report import write_report
 
@@ -469,14 +445,6 @@ class ConformanceRun:
             line = _summary_line(case)
             if line:
                 tr.line(line)
-        if self.traces is not None:
-            t = self.traces
-            tr.line(
-                f"traces: {t['accepted']}/{t['runs']} runs of {t['cases']} cases are behaviours"
-                f" of the spec ({t['seconds']} s of trace-check; {self.trace_dir})"
-            )
-            for bad in t["rejected"] + t["unreadable"]:
-                tr.line("  " + bad["why"].splitlines()[0])
         state = "FAILED" if self.verdict.failed else "passed"
         tr.line(f"verdict (--conformance-fail-on={self.policy}): {state}", bold=True)
         for reason in self.verdict.reasons:

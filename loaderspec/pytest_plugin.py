@@ -150,3 +150,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from conformance import plugin
 
     plugin.start(config)
+    from loaderspec import suitetrace
+
+    suitetrace.start(config)

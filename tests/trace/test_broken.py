@@ -257,3 +257,22 @@ def test_the_refinement_property_fails_on_a_trace_step_that_is_no_spec_step(chec
         jvm_args=tlc.FAST_START,
     )
     assert result.violated == "SpecStep", result.output[-2000:]
+
+
+@pytest.mark.slow
+def test_a_traced_suite_run_reports_each_rejected_case(checked, tmp_path):
+    """``--conformance-trace``'s end-of-run check (loaderspec.suitetrace.validate): every case
+    folder's runs, one verdict each, a rejection named by its case."""
+    from loaderspec import suitetrace
+    from loaderspec.traces import read_logs, write_log
+
+    good, mutations, _ = checked
+    header = [r for r in read_logs([good.name]) if r.action == "Config"]
+    write_log([*header, *good.records], tmp_path / "case_good")
+    write_log([*header, *mutations["wrong-state"][0].records], tmp_path / "case_wrong")
+    (tmp_path / "case_untraced").mkdir()  # a case whose loader wrote nothing
+    summary = suitetrace.validate(tmp_path)
+    assert (summary["runs"], summary["accepted"], summary["cases"]) == (2, 1, 2)
+    assert [r["case"] for r in summary["rejected"]] == ["case_wrong"]
+    assert "send_idx: logged 5, spec 1" in summary["rejected"][0]["why"]
+    assert (tmp_path / suitetrace.RESULT_FILE).exists()
