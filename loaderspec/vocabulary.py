@@ -300,33 +300,13 @@ class RecordType(enum.Enum):
     CONFIG = "config"  # an iterator's header: the model constants its run follows
 
 
-# The fields of each record type, in the order they are written. ``kind`` is written only on
-# records whose action has one (docs/contracts.md lists them).
+# The fields of each record type, in the order they are written. ``kind``, ``origin`` and
+# ``victim`` are written only on records that have one (docs/contracts.md lists them).
+_HEAD = ("t", "pid", "actor", "action")
 RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
-    RecordType.STEP: (
-        "t",
-        "pid",
-        "actor",
-        "action",
-        "epoch",
-        "worker",
-        "task",
-        "kind",
-        "state",
-        "origin",
-    ),
-    RecordType.FAULT: ("t", "pid", "actor", "action", "worker", "task", "state", "victim"),
-    RecordType.CONFIG: (
-        "t",
-        "pid",
-        "actor",
-        "action",
-        "epoch",
-        "worker",
-        "task",
-        "state",
-        "config",
-    ),
+    RecordType.STEP: (*_HEAD, "epoch", "worker", "task", "kind", "state", "origin"),
+    RecordType.FAULT: (*_HEAD, "worker", "task", "state", "victim"),
+    RecordType.CONFIG: (*_HEAD, "epoch", "worker", "task", "state", "config"),
 }
 OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin", "victim"})
 
