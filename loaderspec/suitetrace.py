@@ -47,8 +47,8 @@ def validate(root: Path) -> dict[str, Any]:
     unreadable: list[dict[str, str]] = []
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
     for folder in folders:
-        if not any(folder.glob(TRACE_GLOB)):
-            continue
+        if not any(f.stat().st_size for f in folder.glob(TRACE_GLOB)):
+            continue  # nothing traced (another loader; or only an opened, empty file)
         try:
             found = tracecheck.runs_of([folder])
             for run in found:

@@ -67,23 +67,42 @@ _fd_pid: int | None = None  # the process that opened _fd (a forked child must o
 _write_lock = threading.Lock()
 
 
-def _fresh_lock_in_child() -> None:
-    global _write_lock
+def _fresh_in_child() -> None:
+    """A forked child: a fresh lock (a thread of the parent may have held it at the fork), the
+    parent's descriptor closed, and, tracing, its own file opened now (see ``configure``)."""
+    global _write_lock, _fd, _fd_pid
     _write_lock = threading.Lock()
+    if _fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(_fd)
+        _fd, _fd_pid = None, None
+    if ENABLED:
+        with contextlib.suppress(OSError):
+            _file()
 
 
-os.register_at_fork(after_in_child=_fresh_lock_in_child)
+os.register_at_fork(after_in_child=_fresh_in_child)
 
 
 def configure(directory: str | os.PathLike[str] | None) -> None:
-    """Trace into ``directory`` from now on (None: stop tracing). Closes this process's file."""
+    """Trace into ``directory`` from now on (None: stop tracing).
+
+    The process's file is opened now, not at its first record: a process that later runs out of
+    file descriptors (a case that exhausts them on purpose) still logs, and tracing does not
+    change where it runs out. The same directory again keeps the open file.
+    """
     global ENABLED, _dir
+    new = None if directory is None else os.fspath(directory)
+    if new == _dir and (new is None or _fd_pid == os.getpid()):
+        return
     _close()
-    if directory is None:
+    if new is None:
         ENABLED, _dir = False, None
         return
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    ENABLED, _dir = True, os.fspath(directory)
+    Path(new).mkdir(parents=True, exist_ok=True)
+    ENABLED, _dir = True, new
+    with contextlib.suppress(OSError):  # a record's write tries again (_NEVER_RAISES)
+        _file()
 
 
 def configure_from_env() -> None:
@@ -139,6 +158,11 @@ def _file() -> int:
     return _fd
 
 
+# _NEVER_RAISES: writing a record never raises into the traced process (a loader that runs out
+# of file descriptors must fail as it would untraced); a record that cannot be written is lost,
+# and trace-check then rejects the run where the lost step is missing.
+
+
 def _line(shape: RecordType, fields: dict[str, Any]) -> bytes:
     record = {
         name: fields.get(name)
@@ -180,7 +204,7 @@ def emit(
         "state": {} if state is None else state,
         "origin": None if origin is None else list(origin),
     }
-    with _write_lock:
+    with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
         os.write(_file(), _line(RecordType.STEP, fields))
 
 
@@ -197,7 +221,7 @@ def emit_config(config: dict[str, Any]) -> None:
         "state": {},
         "config": config,
     }
-    with _write_lock:
+    with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
         os.write(_file(), _line(RecordType.CONFIG, fields))
 
 
@@ -218,7 +242,8 @@ def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = 
         "worker": worker,
         "state": {},
     }
-    os.write(_file(), _line(RecordType.STEP, fields))
+    with contextlib.suppress(OSError):  # see _NEVER_RAISES
+        os.write(_file(), _line(RecordType.STEP, fields))
 
 
 # When this process's current fetch took its index (``fetch_began``): a fault of that fetch (a
