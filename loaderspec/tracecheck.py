@@ -16,6 +16,10 @@ lines to decide, per run:
 * ``VIOLATES``: every record is a step, but a spec invariant fails along the way.
 * ``ERROR``: TLC could not evaluate the model (its output is kept).
 
+Before TLC: every record must carry the fields its action requires (the vocabulary's schema;
+a stripped record is bad input, exit 2). In TLC: the spec's invariants along every run, and
+``SpecStep`` (``[][Next]_vars``) as a PROPERTY, so each step the trace spec takes is a spec step.
+
 The progress lines come from the trace spec's ``TraceProgress`` invariant, which prints
 ``<<"TRACE-AT", run, l, ended>>`` once per distinct state (it is always true); that is the
 "reachability" check: a run passes iff some state has ``l = Len(log) + 1`` and ``ended``.
