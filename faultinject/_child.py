@@ -199,9 +199,9 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     lingering = _settle_children(max(0.0, settled_by - time.monotonic()))
     fds_after = _fds()
     # The pipe to multiprocessing's resource tracker (started by the first SharedMemory or
-    # semaphore, e.g. SPDL's) serves the whole process, as the tracker process does: not a
-    # loader's leak.
-    process_wide = {out_fd, ack_fd, _resource_tracker_fd()}
+    # semaphore, e.g. SPDL's) serves the whole process, as the tracker process does, and the
+    # trace file is the tracer's own: neither is a loader's leak.
+    process_wide = {out_fd, ack_fd, _resource_tracker_fd(), tracewriter.log_fd()}
     leaked_fds = [
         f"{fd} -> {path}"
         for fd, path in sorted(fds_after.items())

@@ -163,7 +163,7 @@ def kill(
     sent = []
     for pid in pids:
         if action is not None:
-            tracewriter.emit_fault(action, worker=worker)
+            tracewriter.emit_fault(action, worker=worker, victim=pid)
         try:
             os.kill(pid, sig)
         except ProcessLookupError:

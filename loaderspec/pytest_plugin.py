@@ -34,6 +34,7 @@ _DEST_OPTIONS = (
     "loaderspec_expect",
     "loaderspec_fail_on",
     "loaderspec_repeat",
+    "loaderspec_trace",
 )
 
 
@@ -84,6 +85,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=_positive,
         metavar="N",
         help="run each case N times and grade the worst run (a racy loader shows as racy)",
+    )
+    group.addoption(
+        "--conformance-trace",
+        dest="loaderspec_trace",
+        default=None,
+        metavar="DIR",
+        help="trace every case's runs into DIR/<case id>/ and, when the run ends, check every"
+        " traced run against the spec with TLC (the reference loader traces; DIR/traces.json)",
     )
     parser.addini(LOADER_INI, "loader class under test (pkg.mod:Class)", default="")
 
@@ -141,3 +150,6 @@ def pytest_configure(config: pytest.Config) -> None:
     from conformance import plugin
 
     plugin.start(config)
+    from loaderspec import suitetrace
+
+    suitetrace.start(config)

@@ -330,9 +330,17 @@ def violations(replay: Replay) -> list[str]:
     return grade.violations
 
 
+def _spec_step(record: Any) -> str:
+    if record.action == Action.WORKER_FETCH.value and record.kind == "error":
+        return Action.FAULT_FETCH_ERROR.value
+    return record.action
+
+
 def coverage(runs: Iterable[Run]) -> tuple[frozenset[str], float]:
-    """The spec actions that the (validated) runs' records exercised, and their share."""
-    seen = frozenset(r.action for run in runs for r in run.records) & ALL_ACTIONS
+    """The spec actions that the (validated) runs' records exercised, and their share. A
+    ``WorkerFetch`` of kind "error" is the spec's ``FaultFetchError`` step (the fault's own
+    record, when it announces it, is dropped: ``loaderspec.traces.normalise``)."""
+    seen = frozenset(_spec_step(r) for run in runs for r in run.records) & ALL_ACTIONS
     return seen, len(seen) / len(ALL_ACTIONS)
 
 

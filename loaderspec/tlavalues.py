@@ -122,6 +122,21 @@ def parse(text: str) -> Any:
     return value
 
 
+def as_function(value: Any) -> dict[Any, Any]:
+    """A parsed TLA+ function as a dict from its domain. TLC prints a function whose domain is
+    ``1 .. n`` as a sequence ``<<a, b>>`` (and an empty one as ``<<>>``): that parses as a
+    tuple, whose entry ``k`` is the function's value at ``k + 1``.
+
+    Raises:
+        NotParsable: a value that is not a function (nor a sequence).
+    """
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, (tuple, list)):
+        return {k: v for k, v in enumerate(value, start=1)}
+    raise NotParsable(f"not a function: {value!r}")
+
+
 def _tokenize(text: str) -> list[tuple[str, str]]:
     tokens: list[tuple[str, str]] = []
     pos = 0

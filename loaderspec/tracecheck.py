@@ -16,6 +16,10 @@ lines to decide, per run:
 * ``VIOLATES``: every record is a step, but a spec invariant fails along the way.
 * ``ERROR``: TLC could not evaluate the model (its output is kept).
 
+Before TLC: every record must carry the fields its action requires (the vocabulary's schema;
+a stripped record is bad input, exit 2). In TLC: the spec's invariants along every run, and
+``SpecStep`` (``[][Next]_vars``) as a PROPERTY, so each step the trace spec takes is a spec step.
+
 The progress lines come from the trace spec's ``TraceProgress`` invariant, which prints
 ``<<"TRACE-AT", run, l, ended>>`` once per distinct state (it is always true); that is the
 "reachability" check: a run passes iff some state has ``l = Len(log) + 1`` and ``ended``.
@@ -24,7 +28,9 @@ The progress lines come from the trace spec's ``TraceProgress`` invariant, which
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import functools
+import os
 import re
 import sys
 import tempfile
@@ -35,9 +41,27 @@ from pathlib import Path
 from typing import Any
 
 from loaderspec import tlc
-from loaderspec.tlavalues import NotParsable, parse
-from loaderspec.tracecompile import BASE_SPEC, Constants, constants_for, spec_dir, write_model
-from loaderspec.traces import Record, Run, TraceFormatError, iter_dirs, merge, read_file, split_runs
+from loaderspec.tlavalues import NotParsable, as_function, parse
+from loaderspec.tracecompile import (
+    BASE_SPEC,
+    SPEC_STEP,
+    Constants,
+    TraceConfigError,
+    constants_for,
+    spec_dir,
+    write_model,
+)
+from loaderspec.traces import (
+    Record,
+    Run,
+    TraceFormatError,
+    check_record_fields,
+    iter_dirs,
+    merge,
+    read_file,
+    split_runs,
+)
+from loaderspec.vocabulary import CONFIG_ACTION, CONFIG_FIELDS
 
 ACCEPTED = "ACCEPTED"
 INCOMPLETE = "INCOMPLETE"
@@ -146,12 +170,10 @@ def _as_logged(name: str, printed: str) -> Any:
         value = parse(printed)
     except NotParsable:
         return printed
-    if name == "task_info":
-        if not value:
-            return {}
+    if name == "task_info":  # a sequence when its domain is 1 .. n (as_function)
         return {
             str(i): [entry["worker"], entry["data"]["kind"] != "none"]
-            for i, entry in sorted(value.items())
+            for i, entry in sorted(as_function(value).items())
         }
     if isinstance(value, dict) and sorted(value) == list(range(len(value))):
         return [value[i] for i in range(len(value))]
@@ -300,7 +322,13 @@ def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
 def _judge_batch(runs: Sequence[Run], result: tlc.TlcResult, share: float) -> list[Verdict]:
     if result.violated is not None and result.violated not in _violation_names(result.output):
         tail = "\n".join(result.output.splitlines()[-25:])
-        return [Verdict(run, ERROR, detail=f"TLC: {result.violated}\n{tail}") for run in runs]
+        why = f"TLC: {result.violated}"
+        if result.violated == SPEC_STEP:
+            why += (
+                " (a step the trace spec took is no step of DataLoader's Next: the trace spec"
+                " is wrong, whatever the log says)"
+            )
+        return [Verdict(run, ERROR, detail=f"{why}\n{tail}") for run in runs]
     furthest = _furthest(result.output)
     ends = _ended_at(result.output)
     bad = _violations(result.output)
@@ -331,34 +359,51 @@ def check_runs(
     invariants: Sequence[str] = TRACE_INVARIANTS,
     localise: bool = True,
     check_post_state: bool = True,
+    jobs: int = 1,
 ) -> list[Verdict]:
-    """Validate runs against the spec, batching those with the same constants into one TLC call.
+    """Validate runs against the spec, batching those with the same constants into one TLC call;
+    ``jobs`` TLC calls at a time (each is a JVM of its own: on a machine with cores to spare,
+    runs of many different configurations check in a fraction of the time).
 
     Verdicts come back in the order of ``runs``.
+
+    Raises:
+        TraceFormatError: a run that cannot be checked (``checkable_constants``): no verdict.
     """
     groups: dict[Constants, list[int]] = {}
     for index, run in enumerate(runs):
-        groups.setdefault(constants_for(run), []).append(index)
+        groups.setdefault(checkable_constants(run), []).append(index)
+    batches = [
+        (f"{batch_no}_{start}", constants, indexes[start : start + batch_size])
+        for batch_no, (constants, indexes) in enumerate(groups.items())
+        for start in range(0, len(indexes), batch_size)
+    ]
     verdicts: dict[int, Verdict] = {}
     with tempfile.TemporaryDirectory(prefix="loaderspec-trace-") as tmp:
-        for batch_no, (constants, indexes) in enumerate(groups.items()):
-            for start in range(0, len(indexes), batch_size):
-                chunk = indexes[start : start + batch_size]
-                workdir = Path(tmp) / f"batch{batch_no}_{start}"
-                batch = [runs[i] for i in chunk]
-                result = _run_model(
-                    workdir,
-                    f"TraceRuns{batch_no}_{start}",
-                    batch,
-                    constants,
-                    invariants=invariants,
-                    check_post_state=check_post_state,
-                )
-                share = result.seconds / len(batch)
-                for i, verdict in zip(chunk, _judge_batch(batch, result, share), strict=True):
-                    if localise and verdict.status in (NOT_A_BEHAVIOUR, INCOMPLETE, VIOLATES):
-                        verdict = _localise(workdir, verdict, constants)
-                    verdicts[i] = verdict
+
+        def check(name: str, constants: Constants, chunk: list[int]) -> list[Verdict]:
+            workdir = Path(tmp) / f"batch{name}"
+            batch = [runs[i] for i in chunk]
+            result = _run_model(
+                workdir,
+                f"TraceRuns{name}",
+                batch,
+                constants,
+                invariants=invariants,
+                check_post_state=check_post_state,
+            )
+            share = result.seconds / len(batch)
+            out = []
+            for verdict in _judge_batch(batch, result, share):
+                if localise and verdict.status in (NOT_A_BEHAVIOUR, INCOMPLETE, VIOLATES):
+                    verdict = _localise(workdir, verdict, constants)
+                out.append(verdict)
+            return out
+
+        with concurrent.futures.ThreadPoolExecutor(max(1, jobs)) as pool:
+            done = pool.map(lambda b: check(*b), batches)
+            for (_, _, chunk), found in zip(batches, done, strict=True):
+                verdicts.update(zip(chunk, found, strict=True))
     return [verdicts[i] for i in range(len(runs))]
 
 
@@ -366,14 +411,45 @@ def runs_of(paths: Iterable[Path | str]) -> list[Run]:
     """Each argument's runs: a directory's files merged together, a file on its own.
 
     Raises:
-        TraceFormatError: a malformed record (file and line named).
+        TraceFormatError: a malformed record (file and line named), a record without a field its
+            action requires, a header the spec's constants cannot be read from, or an argument
+            with no record at all.
         FileNotFoundError: a path that does not exist or holds no trace file.
     """
     runs: list[Run] = []
     for name, files in iter_dirs(paths):
         records = merge(r for path in files for r in read_file(path))
-        runs.extend(split_runs(records, name))
+        found = split_runs(records, name)
+        if not found:
+            raise TraceFormatError(
+                f"{name}: no trace record to check (an empty file, or only a line cut off"
+                " mid-write); give the directory a traced run wrote (LOADERSPEC_TRACE_DIR)"
+            )
+        runs.extend(found)
     return runs
+
+
+def checkable_constants(run: Run) -> Constants:
+    """The run's spec constants, once its records are known to carry every field their action
+    requires (``check_record_fields``).
+
+    Raises:
+        TraceFormatError: a record missing a field, or a header the constants cannot be read
+            from (naming the run and the field).
+    """
+    check_record_fields(run)
+    try:
+        return constants_for(run)
+    except TraceConfigError as exc:
+        raise TraceFormatError(
+            f"{run.name}: its {CONFIG_ACTION!r} record: {exc} (a header gives"
+            f" {', '.join(CONFIG_FIELDS)})"
+        ) from None
+
+
+def default_jobs() -> int:
+    """TLC calls at a time by default: one per core, at most 4 (each JVM takes a core)."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -391,6 +467,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"runs checked per TLC call (default {BATCH_SIZE})",
     )
     parser.add_argument(
+        "--jobs",
+        type=int,
+        default=default_jobs(),
+        help=f"TLC calls at a time (default {default_jobs()}: this machine's cores, at most 4)",
+    )
+    parser.add_argument(
         "--no-post-state",
         action="store_true",
         help="take each record's action whatever post-state it logged (to find the next problem)",
@@ -404,21 +486,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Check every run; print one verdict each. Exit 0 iff all are accepted, 1 if not, 2 on
-    unreadable logs or a TLC that cannot run."""
+    bad input (no record at all, a line that is not a record, a record missing a field its
+    action requires, an unreadable header: one line naming it) or a TLC that cannot run."""
     started = time.monotonic()
     try:
         runs = runs_of(args.logs)
-    except (TraceFormatError, FileNotFoundError) as exc:
-        print(f"loaderspec trace-check: {exc}", file=sys.stderr)
-        return 2
-    try:
+        for run in runs:  # every run readable before any TLC call
+            checkable_constants(run)
         verdicts = check_runs(
             runs,
             batch_size=max(1, args.batch_size),
             invariants=() if args.no_invariants else TRACE_INVARIANTS,
             check_post_state=not args.no_post_state,
+            jobs=max(1, args.jobs),
         )
-    except tlc.TlcNotFound as exc:
+    except (TraceFormatError, FileNotFoundError, tlc.TlcNotFound) as exc:
         print(f"loaderspec trace-check: {exc}", file=sys.stderr)
         return 2
     for verdict in verdicts:

@@ -30,7 +30,9 @@ TRACE_SPEC = "TraceDataLoader"
 BASE_SPEC = "DataLoader"
 LOG_MODULE = "TraceLog"
 # The fields of a record the trace spec reads; everything else stays in Python.
-RECORD_FIELDS = ("action", "actor", "epoch", "worker", "task", "kind", "state")
+RECORD_FIELDS = ("action", "actor", "epoch", "worker", "task", "kind", "state", "origin")
+# The trace spec's refinement property: every step it takes is a step of DataLoader's Next.
+SPEC_STEP = "SpecStep"
 
 
 class TraceConfigError(ValueError):
@@ -149,6 +151,7 @@ def cfg_text(
     stop_trace: int = 0,
     stop_line: int = 0,
     check_post_state: bool = True,
+    properties: Sequence[str] = (SPEC_STEP,),
 ) -> str:
     """The ``.cfg``, from the template ``spec/TraceDataLoader.cfg``: constants, the trace spec's
     init/next and its progress-printing invariant, plus the spec invariants to check.
@@ -156,6 +159,8 @@ def cfg_text(
     ``stop_trace``/``stop_line`` > 0 adds ``TraceNotAtStop``: TLC then stops at the first state
     where run ``stop_trace`` has consumed ``stop_line - 1`` records and prints the path there.
     ``check_post_state=False`` lets a record's action through whatever post-state it logged.
+    ``properties``: action properties checked on every step TLC takes; ``SPEC_STEP``
+    (``[][Next]_vars``) makes each accepted run a behaviour of the spec by TLC's check.
     """
     names = [*invariants, *(["TraceNotAtStop"] if stop_trace else [])]
     template = (spec_dir() / f"{TRACE_SPEC}.cfg").read_text()
@@ -165,6 +170,7 @@ def cfg_text(
         stop_line=stop_line,
         check_post_state=encode(check_post_state),
         invariants="\n".join(f"INVARIANT {name}" for name in names),
+        properties="\n".join(f"PROPERTY {name}" for name in properties),
     )
 
 

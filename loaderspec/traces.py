@@ -25,7 +25,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from loaderspec.vocabulary import CONFIG_ACTION, TRACE_FILE, TRACE_GLOB, Action
+from loaderspec.vocabulary import (
+    CONFIG_ACTION,
+    TRACE_FILE,
+    TRACE_GLOB,
+    Action,
+    Actor,
+    required_fields,
+    required_state,
+)
 
 # Tie-break ranks (see the module docstring). Actions that write to a queue are logged before
 # the write; actions that read one are logged after the read returned.
@@ -79,6 +87,7 @@ class Record:
     task: int | None = None
     kind: str | None = None
     state: dict[str, Any] | None = None
+    origin: tuple[int, int, int] | None = None  # [worker, task, epoch] of the message moved
     extra: dict[str, Any] = field(default_factory=dict)  # fields this checker does not read
     source: str = ""  # "file:line", for messages
     seq: int = 0  # position in its file, the last tie-break
@@ -101,10 +110,10 @@ class Record:
         """The record as it was logged (for writing mutated traces back)."""
         out: dict[str, Any] = {"t": self.t, "pid": self.pid, "actor": self.actor}
         out["action"] = self.action
-        for name in ("epoch", "worker", "task", "kind", "state"):
+        for name in ("epoch", "worker", "task", "kind", "state", "origin"):
             value = getattr(self, name)
             if value is not None:
-                out[name] = value
+                out[name] = list(value) if name == "origin" else value
         out.update(self.extra)
         return out
 
@@ -147,6 +156,11 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
     action = obj["action"]
     if action not in KNOWN_ACTIONS:
         raise TraceFormatError(f"{where}: unknown action {action!r} (not in the vocabulary)")
+    expected = Actor.MAIN.value if action == CONFIG_ACTION else Action(action).actor.value
+    if obj["actor"] != expected:
+        raise TraceFormatError(f"{where}: actor {obj['actor']!r} cannot take {action} ({expected})")
+    if action == CONFIG_ACTION and not isinstance(obj.get("config"), dict):
+        raise TraceFormatError(f"{where}: a {CONFIG_ACTION} record's 'config' must be an object")
     t, pid = _opt_int(obj, "t", where), _opt_int(obj, "pid", where)
     if t is None or pid is None:
         raise TraceFormatError(f"{where}: 't' and 'pid' must be integers")
@@ -156,7 +170,14 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
     kind = obj.get("kind")
     if kind is not None and not isinstance(kind, str):
         raise TraceFormatError(f"{where}: field 'kind' must be a string or null")
-    known = {"t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state"}
+    origin = obj.get("origin")
+    if origin is not None and (
+        not isinstance(origin, list)
+        or len(origin) != 3
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in origin)
+    ):
+        raise TraceFormatError(f"{where}: field 'origin' must be [worker, task, epoch] or null")
+    known = {"t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state", "origin"}
     return Record(
         t=t,
         pid=pid,
@@ -167,6 +188,7 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
         task=_opt_int(obj, "task", where),
         kind=kind,
         state=state,
+        origin=None if origin is None else tuple(origin),
         extra={k: v for k, v in obj.items() if k not in known},
         source=where,
         seq=seq,
@@ -204,7 +226,12 @@ def read_file(path: Path) -> list[Record]:
     Raises:
         TraceFormatError: a malformed line (not the torn last one).
     """
-    text = path.read_text()
+    try:
+        text = path.read_text()
+    except UnicodeDecodeError as exc:
+        raise TraceFormatError(
+            f"{path}: not a text file (byte {exc.start} is not UTF-8): a trace log is JSON lines"
+        ) from None
     lines = text.split("\n")
     torn = lines.pop()  # "" when the file ends with a newline
     records = []
@@ -277,7 +304,10 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
     docs/tracecheck.md):
 
     * A Worker record without ``worker`` (e.g. a watchdog exit) gets the worker id of its pid:
-      from the header's ``worker_pids``, else from the same process's other records.
+      from the header's ``worker_pids``, else from the same process's other records; a Fault
+      record without ``worker`` gets that of its ``victim`` pid (a kill by pid).
+    * A ``FaultFetchError`` announcing the error its worker's next ``WorkerFetch`` reports is
+      dropped (``_drop_announced_errors``).
     * ``MainResumeIteration`` is one spec step that sends a resume to every worker; a loader
       may log it once per worker. A record of it that follows another one of the same epoch,
       with no main-process record between them, is the same step and is dropped.
@@ -289,9 +319,13 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
             worker_of.setdefault(record.pid, record.worker)
     out: list[Record] = []
     last_main: dict[int, Record] = {}
+    records = _drop_announced_errors(records)
     for record in records:
         if record.actor == "Worker" and record.worker is None and record.pid in worker_of:
             record = replace(record, worker=worker_of[record.pid])
+        victim = record.extra.get("victim")
+        if record.actor == "Fault" and record.worker is None and victim in worker_of:
+            record = replace(record, worker=worker_of[victim])
         if record.actor == "Main":
             previous = last_main.get(record.pid)
             last_main[record.pid] = record
@@ -300,6 +334,46 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
                 and previous is not None
                 and previous.action == "MainResumeIteration"
                 and previous.epoch == record.epoch
+            ):
+                continue
+        out.append(record)
+    return out
+
+
+def check_record_fields(run: Run) -> None:
+    """Every record of the run has the fields its action requires (the vocabulary's schema,
+    ``loaderspec.vocabulary.required_fields``): a stripped record proves nothing.
+
+    Raises:
+        TraceFormatError: the first record missing one, naming the field and the record.
+    """
+    for record in run.records:
+        action = Action(record.action)
+        missing = [name for name in required_fields(action) if getattr(record, name) is None]
+        state = record.state or {}
+        missing += [f"state.{key}" for key in required_state(action) if key not in state]
+        if missing:
+            raise TraceFormatError(
+                f"{record.source}: {record.brief()} lacks {', '.join(missing)}: a"
+                f" {record.action} record must carry {', '.join(required_fields(action))}"
+                " (docs/tracecheck.md, the record schema); log them, or drop the run"
+            )
+
+
+def _drop_announced_errors(records: Sequence[Record]) -> list[Record]:
+    """A ``FaultFetchError`` of worker w whose next record of w is w's ``WorkerFetch`` of kind
+    "error" is that fetch's error announced: the worker's record takes the spec step, the fault
+    record adds nothing. Dropped, since it may come long before the fetch (an error raised in
+    ``worker_init_fn`` is the result of the worker's first task)."""
+    out = []
+    for i, record in enumerate(records):
+        if record.action == Action.FAULT_FETCH_ERROR.value and record.worker is not None:
+            after = (r for r in records[i + 1 :] if r.worker == record.worker and r.actor != "Main")
+            following = next(after, None)
+            if (
+                following is not None
+                and following.action == Action.WORKER_FETCH.value
+                and following.kind == "error"
             ):
                 continue
         out.append(record)

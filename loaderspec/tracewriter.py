@@ -52,6 +52,8 @@ __all__ = [
     "emit_config",
     "emit_fault",
     "emit_last",
+    "fetch_began",
+    "log_fd",
     "trace_to",
 ]
 
@@ -65,23 +67,42 @@ _fd_pid: int | None = None  # the process that opened _fd (a forked child must o
 _write_lock = threading.Lock()
 
 
-def _fresh_lock_in_child() -> None:
-    global _write_lock
+def _fresh_in_child() -> None:
+    """A forked child: a fresh lock (a thread of the parent may have held it at the fork), the
+    parent's descriptor closed, and, tracing, its own file opened now (see ``configure``)."""
+    global _write_lock, _fd, _fd_pid
     _write_lock = threading.Lock()
+    if _fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(_fd)
+        _fd, _fd_pid = None, None
+    if ENABLED:
+        with contextlib.suppress(OSError):
+            _file()
 
 
-os.register_at_fork(after_in_child=_fresh_lock_in_child)
+os.register_at_fork(after_in_child=_fresh_in_child)
 
 
 def configure(directory: str | os.PathLike[str] | None) -> None:
-    """Trace into ``directory`` from now on (None: stop tracing). Closes this process's file."""
+    """Trace into ``directory`` from now on (None: stop tracing).
+
+    The process's file is opened now, not at its first record: a process that later runs out of
+    file descriptors (a case that exhausts them on purpose) still logs, and tracing does not
+    change where it runs out. The same directory again keeps the open file.
+    """
     global ENABLED, _dir
+    new = None if directory is None else os.fspath(directory)
+    if new == _dir and (new is None or _fd_pid == os.getpid()):
+        return
     _close()
-    if directory is None:
+    if new is None:
         ENABLED, _dir = False, None
         return
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    ENABLED, _dir = True, os.fspath(directory)
+    Path(new).mkdir(parents=True, exist_ok=True)
+    ENABLED, _dir = True, new
+    with contextlib.suppress(OSError):  # a record's write tries again (_NEVER_RAISES)
+        _file()
 
 
 def configure_from_env() -> None:
@@ -109,6 +130,12 @@ def trace_to(directory: str | os.PathLike[str]) -> Iterator[Path]:
         configure(previous)
 
 
+def log_fd() -> int | None:
+    """This process's open trace file descriptor, if any: the harness's own instrument, which
+    a leak check of the loader under test must not count."""
+    return _fd if _fd is not None and _fd_pid == os.getpid() else None
+
+
 def _close() -> None:
     global _fd, _fd_pid
     if _fd is not None and _fd_pid == os.getpid():
@@ -131,6 +158,11 @@ def _file() -> int:
     return _fd
 
 
+# _NEVER_RAISES: writing a record never raises into the traced process (a loader that runs out
+# of file descriptors must fail as it would untraced); a record that cannot be written is lost,
+# and trace-check then rejects the run where the lost step is missing.
+
+
 def _line(shape: RecordType, fields: dict[str, Any]) -> bytes:
     record = {
         name: fields.get(name)
@@ -149,12 +181,14 @@ def emit(
     kind: str | None = None,
     state: dict[str, Any] | None = None,
     t: int | None = None,
+    origin: tuple[int, int, int] | None = None,
 ) -> None:
     """Append one record of a Main, Worker or Pin ``action``. A no-op when tracing is off.
 
     ``t``: when the action happened, if not now (``time.monotonic_ns()`` taken earlier: a
     ``WorkerFetch`` is logged after the fetch, for its ``kind``, but happened when the index
-    arrived). ``state``: the actor's post-state (Main records), else empty.
+    arrived). ``state``: the actor's post-state (Main records), else empty. ``origin``: the
+    (worker, task, epoch) of the result message the step moves (the payload-origin ghost).
     """
     if not ENABLED:
         return
@@ -168,8 +202,9 @@ def emit(
         "task": task,
         "kind": kind,
         "state": {} if state is None else state,
+        "origin": None if origin is None else list(origin),
     }
-    with _write_lock:
+    with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
         os.write(_file(), _line(RecordType.STEP, fields))
 
 
@@ -186,7 +221,7 @@ def emit_config(config: dict[str, Any]) -> None:
         "state": {},
         "config": config,
     }
-    with _write_lock:
+    with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
         os.write(_file(), _line(RecordType.CONFIG, fields))
 
 
@@ -207,14 +242,32 @@ def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = 
         "worker": worker,
         "state": {},
     }
-    os.write(_file(), _line(RecordType.STEP, fields))
+    with contextlib.suppress(OSError):  # see _NEVER_RAISES
+        os.write(_file(), _line(RecordType.STEP, fields))
 
 
-def emit_fault(action: Action, *, worker: int | None, task: int | None = None) -> None:
+# When this process's current fetch took its index (``fetch_began``): a fault of that fetch (a
+# hang, an error) is the step of taking the index, so its record gets that time, not the time
+# the dataset raised or began to hang (which can come after the main process's later steps).
+_fetch_t: int | None = None
+_FETCH_FAULTS = (Action.FAULT_HANG_WORKER, Action.FAULT_FETCH_ERROR)
+
+
+def fetch_began(t: int | None) -> None:
+    """A worker's fetch took its index at ``t`` (``time.monotonic_ns()``); None: it is over."""
+    global _fetch_t
+    _fetch_t = t
+
+
+def emit_fault(
+    action: Action, *, worker: int | None, task: int | None = None, victim: int | None = None
+) -> None:
     """Log a ``Fault*`` ``action`` if ``LOADERSPEC_TRACE_DIR`` is set now; call it just before
     injecting the fault. ``worker``: the loader's worker id concerned (None if unknown); ``task``
-    the loader's task index, which a dataset cannot know, so usually None. Never raises for a
-    missing or full trace directory: that must not change the fault being injected.
+    the loader's task index, which a dataset cannot know, so usually None; ``victim``: the pid
+    the fault hits, when the injector knows the pid and not the worker id (trace-check maps it
+    through the header's ``worker_pids``). Never raises for a missing or full trace directory:
+    that must not change the fault being injected.
     """
     if action.actor is not Actor.FAULT:
         raise ValueError(f"{action.value} is not a fault action (Action.FAULT_*)")
@@ -222,14 +275,16 @@ def emit_fault(action: Action, *, worker: int | None, task: int | None = None) -
     if not directory:
         return
     pid = os.getpid()
+    t = _fetch_t if _fetch_t is not None and action in _FETCH_FAULTS else time.monotonic_ns()
     fields = {
-        "t": time.monotonic_ns(),
+        "t": t,
         "pid": pid,
         "actor": Actor.FAULT.value,
         "action": action.value,
         "worker": worker,
         "task": task,
         "state": {},
+        "victim": victim,
     }
     with _write_lock, contextlib.suppress(OSError):
         fd = _open(directory, pid)

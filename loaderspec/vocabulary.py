@@ -300,26 +300,19 @@ class RecordType(enum.Enum):
     CONFIG = "config"  # an iterator's header: the model constants its run follows
 
 
-# The fields of each record type, in the order they are written. ``kind`` is written only on
-# records whose action has one (docs/contracts.md lists them).
+# The fields of each record type, in the order they are written. ``kind``, ``origin`` and
+# ``victim`` are written only on records that have one (docs/contracts.md lists them).
+_HEAD = ("t", "pid", "actor", "action")
 RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
-    RecordType.STEP: ("t", "pid", "actor", "action", "epoch", "worker", "task", "kind", "state"),
-    RecordType.FAULT: ("t", "pid", "actor", "action", "worker", "task", "state"),
-    RecordType.CONFIG: (
-        "t",
-        "pid",
-        "actor",
-        "action",
-        "epoch",
-        "worker",
-        "task",
-        "state",
-        "config",
-    ),
+    RecordType.STEP: (*_HEAD, "epoch", "worker", "task", "kind", "state", "origin"),
+    RecordType.FAULT: (*_HEAD, "worker", "task", "state", "victim"),
+    RecordType.CONFIG: (*_HEAD, "epoch", "worker", "task", "state", "config"),
 }
-OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind"})
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin", "victim"})
 
-# ``state`` of a Main record: the post-state of the main process's spec variables.
+# ``state`` of a Main record: the post-state of every main-process spec variable (the spec's
+# names; ``epoch`` is the record's own field, ``parent_alive`` is true while it logs).
+# ``iter_state`` is the core's phase, ``failure`` the fatal error raised ("none" before one).
 MAIN_STATE_FIELDS: tuple[str, ...] = (
     "send_idx",
     "rcvd_idx",
@@ -327,7 +320,91 @@ MAIN_STATE_FIELDS: tuple[str, ...] = (
     "workers_status",
     "task_info",
     "shutdown",
+    "iter_state",
+    "in_call",
+    "workers_num_tasks",
+    "worker_queue_idx",
+    "resume_iteration_cnt",
+    "sentinel_sent",
+    "failure",
+    "workers_done_event",
+    "pin_memory_thread_done_event",
 )
+# ``state`` of the Worker records that read or write the worker's own spec state.
+WORKER_STATE_FIELDS: tuple[str, ...] = ("iteration_end",)
+# ``origin`` of a record that moves a result message: [worker, task, epoch] of the message
+# actually written or handed out (the payload-origin ghost; a resume ack's task is -1).
+ORIGIN_FIELD = "origin"
+
+# The parameters each action's record must carry besides t, pid, actor and action: the schema
+# trace-check holds every record to (``required_fields``; loaderspec.traces.check_record_fields).
+_W, _T, _K, _E, _O = "worker", "task", "kind", "epoch", ORIGIN_FIELD
+ACTION_PARAMETERS: dict[Action, tuple[str, ...]] = {
+    Action.MAIN_CALL_NEXT: (),
+    Action.MAIN_TRY_PUT_INDEX: (_W, _T),
+    Action.MAIN_GET_DATA: (_W, _T, _K, _O),
+    Action.MAIN_PROCESS_DATA: (_W, _T, _K, _O),
+    Action.MAIN_SKIP_EXHAUSTED: (_T,),
+    Action.MAIN_MARK_WORKER_UNAVAILABLE: (_W, _T),
+    Action.MAIN_STOP_ITERATION: (),
+    Action.MAIN_DETECT_WORKER_FAILURE: (_W,),
+    Action.MAIN_DETECT_PIN_FAILURE: (),
+    Action.MAIN_TIMEOUT: (),
+    Action.MAIN_RESUME_ITERATION: (),
+    Action.MAIN_DRAIN_RESUME: (_W, _K, _O),
+    Action.MAIN_DROP_ITERATOR: (),
+    Action.MAIN_SET_PIN_DONE: (),
+    Action.MAIN_JOIN_PIN_THREAD: (),
+    Action.MAIN_SET_WORKERS_DONE: (),
+    Action.MAIN_PUT_SENTINEL: (_W,),
+    Action.MAIN_JOIN_WORKER: (_W,),
+    Action.MAIN_TERMINATE_WORKER: (_W,),
+    Action.WORKER_FETCH: (_E, _W, _T, _K),
+    Action.WORKER_PUT: (_E, _W, _T, _K, _O),
+    Action.WORKER_ACK_RESUME: (_E, _W),
+    Action.WORKER_SKIP_INDEX: (_E, _W, _T),
+    Action.WORKER_EXIT: (_W,),
+    Action.WORKER_WATCHDOG_EXIT: (_W,),
+    Action.PIN_GET_RESULT: (_W, _T, _K, _O),
+    Action.PIN_PUT_DATA: (_W, _T, _K, _O),
+    Action.PIN_EXIT: (),
+    Action.FAULT_KILL_WORKER: (_W,),
+    Action.FAULT_KILL_PARENT: (),
+    Action.FAULT_HANG_WORKER: (_W,),
+    Action.FAULT_FETCH_ERROR: (_W,),
+    Action.FAULT_PUT_ERROR: (_W, _T),
+    Action.FAULT_RECV_ERROR: (_W,),
+    Action.FAULT_PIN_DEATH: (_W,),
+}
+# Faults the main process observes and logs itself, with its post-state (reference.loop.take).
+MAIN_LOGGED_FAULTS: frozenset[Action] = frozenset({Action.FAULT_RECV_ERROR})
+# Worker actions whose record carries the worker's state (WORKER_STATE_FIELDS).
+WORKER_STATE_ACTIONS: frozenset[Action] = frozenset(
+    {Action.WORKER_FETCH, Action.WORKER_ACK_RESUME, Action.WORKER_SKIP_INDEX}
+)
+
+
+def required_fields(action: Action) -> tuple[str, ...]:
+    """The fields a record of ``action`` must have (not null), generated from the tables above:
+    its parameters, and for a record of the main process its epoch and whole post-state
+    (``state`` with every ``MAIN_STATE_FIELDS`` key: ``required_state``)."""
+    fields = ACTION_PARAMETERS[action]
+    if action.actor is Actor.MAIN or action in MAIN_LOGGED_FAULTS:
+        fields = (_E, *(f for f in fields if f != _E), "state")
+    elif action in WORKER_STATE_ACTIONS:
+        fields = (*fields, "state")
+    return fields
+
+
+def required_state(action: Action) -> tuple[str, ...]:
+    """The keys the ``state`` of a record of ``action`` must have (empty: no state)."""
+    if action.actor is Actor.MAIN or action in MAIN_LOGGED_FAULTS:
+        return MAIN_STATE_FIELDS
+    if action in WORKER_STATE_ACTIONS:
+        return WORKER_STATE_FIELDS
+    return ()
+
+
 # ``config`` of a Config record.
 CONFIG_FIELDS: tuple[str, ...] = (
     "num_workers",

@@ -253,6 +253,22 @@ SHUTDOWN_ACTIONS: dict[Stage, tuple[Action, ...]] = {
 }
 
 
+# The spec's names for the phase (its iter_state) and for a failure (its failure variable).
+_ITER_STATE: dict[Phase, str] = {
+    _P.RUNNING: "running",
+    _P.RESUMING: "resuming",
+    _P.ENDED: "stopped",
+    _P.FAILED: "failed",
+    _P.DROPPED: "dropped",
+}
+_FAILURE: dict[Action, str] = {
+    _A.MAIN_DETECT_WORKER_FAILURE: "death",
+    _A.MAIN_TIMEOUT: "timeout",
+    _A.FAULT_RECV_ERROR: "recv",
+    _A.MAIN_DETECT_PIN_FAILURE: "pin",
+}
+
+
 class ProtocolViolation(Exception):
     """An action was asked of the core while the spec does not enable it.
 
@@ -361,6 +377,7 @@ class ProtocolCore:
     def snapshot(self) -> dict[str, Any]:
         """The main process's spec variables, as a trace record's ``state``
         (``loaderspec.vocabulary.MAIN_STATE_FIELDS``)."""
+        stage = self.stage
         return {
             "send_idx": self.send_idx,
             "rcvd_idx": self.rcvd_idx,
@@ -368,6 +385,16 @@ class ProtocolCore:
             "workers_status": list(self.workers_status),
             "task_info": {str(i): [w, b] for i, (w, b) in sorted(self.task_info.items())},
             "shutdown": self.shutdown,
+            "iter_state": _ITER_STATE[self.phase],
+            "in_call": self.in_call,
+            "workers_num_tasks": list(self.workers_num_tasks),
+            "worker_queue_idx": self.worker_queue_idx,
+            "resume_iteration_cnt": len(self.resume_pending),
+            "sentinel_sent": list(self.sentinel_sent),
+            "failure": "none" if self.failure is None else _FAILURE[self.failure.action],
+            "workers_done_event": stage is Stage.WORKERS_TOLD,
+            "pin_memory_thread_done_event": self.pin_memory
+            and stage in (Stage.PIN_TOLD, Stage.PIN_GONE, Stage.WORKERS_TOLD),
         }
 
     def _violation(self, action: Action, why: str) -> ProtocolViolation:

@@ -12,6 +12,8 @@ interleaving Hypothesis picks). Both call these functions; neither has a copy of
 
 from __future__ import annotations
 
+import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -25,10 +27,12 @@ from reference.messages import (
     Event,
     Exited,
     IndexMessage,
+    Origin,
     PinDied,
     RecvFailed,
     Task,
     TimedOut,
+    Traced,
 )
 
 
@@ -82,9 +86,19 @@ class Port(Protocol):
         ...
 
 
-def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
+def take(
+    core: ProtocolCore,
+    action: Action,
+    *args: Any,
+    origin: Origin | None = None,
+    at_write: bool = False,
+) -> Any:
     """Take ``action`` (the core's method ``CORE_METHOD[action]``, or for the fault the main
-    process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record.
+    process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record
+    (``origin``: that of the message the step read). Where the step's effect is the port's,
+    the record is written there, with the step's post-state: ``at_write``, by the port's
+    ``send`` just before it writes (``log_write``); MainProcessData's where the shell hands
+    the batch out (``hand_out``), at the time of the step.
 
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
@@ -93,15 +107,57 @@ def take(core: ProtocolCore, action: Action, *args: Any) -> Any:
     if tracewriter.ENABLED:
         step = core.last
         assert step is not None  # every action method sets it
-        tracewriter.emit(
-            action,
-            epoch=core.epoch,
-            worker=step.worker,
-            task=step.task,
-            kind=None if step.kind is None else step.kind.value,
-            state=core.snapshot(),
-        )
+        fields = {
+            "epoch": core.epoch,
+            "worker": step.worker,
+            "task": step.task,
+            "kind": None if step.kind is None else step.kind.value,
+            "state": core.snapshot(),
+        }
+        if action is _PROCESS:
+            _HAND_OUTS[core] = {"t": time.monotonic_ns(), **fields}
+        elif at_write:
+            _WRITES[core] = (action, fields)
+        else:
+            tracewriter.emit(action, origin=origin, **fields)
     return result
+
+
+# The record of a step that sends (a task, a sentinel, a resume), taken and not yet written:
+# the port's send writes it just before its write (log_write), so a message the shell decides
+# and never writes leaves no record of being sent.
+_WRITES: weakref.WeakKeyDictionary[ProtocolCore, tuple[Action, dict[str, Any]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def log_write(core: ProtocolCore) -> None:
+    """Called by a port's ``send`` at its point of effect, just before it writes: the record of
+    the step that decided the message (one record for a resume sent to every worker)."""
+    pending = _WRITES.pop(core, None)
+    if pending is not None:
+        tracewriter.emit(pending[0], **pending[1])
+
+
+# MainProcessData records taken and not yet written: the shell writes each where it hands the
+# batch out (hand_out), so its origin is that of what the user gets, not what the core chose.
+_HAND_OUTS: weakref.WeakKeyDictionary[ProtocolCore, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def hand_out(core: ProtocolCore, payload: Any) -> Any:
+    """The point of effect of MainProcessData: ``payload`` is what the shell hands the user now
+    (the core's ``Delivery.payload``, unless the shell is broken). Writes the step's record, at
+    the time the core took it, with the origin that travelled with this payload (the ghost:
+    ``Traced``), and returns the payload itself."""
+    origin = None
+    if type(payload) is Traced:
+        payload, origin = payload
+    elif not tracewriter.ENABLED:  # the per-batch path when not tracing
+        return payload
+    fields = _HAND_OUTS.pop(core, None)
+    if fields is not None:
+        tracewriter.emit(_PROCESS, origin=origin, **fields)
+    return payload
 
 
 # CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
@@ -154,7 +210,7 @@ def _try_put_index(core: ProtocolCore, port: Port, step: Step) -> None:
     except StopIteration:
         core.sampler_ran_dry()
         return
-    idx = take(core, _TRY_PUT, step.worker)
+    idx = take(core, _TRY_PUT, step.worker, at_write=True)
     port.send(step.worker, Task(idx, index))
 
 
@@ -162,7 +218,11 @@ def _get_data(core: ProtocolCore, port: Port, step: Step) -> None:
     event = port.wait()
     if type(event) is Arrived:
         r = event.result
-        take(core, _GET, event.worker, r.idx, r.kind, r.payload)
+        if r.origin is None:  # not traced: the per-batch path
+            take(core, _GET, event.worker, r.idx, r.kind, r.payload)
+        else:
+            traced = Traced(r.payload, r.origin)
+            take(core, _GET, event.worker, r.idx, r.kind, traced, origin=r.origin)
     else:
         _on_other_event(core, port, event)
 
@@ -170,7 +230,8 @@ def _get_data(core: ProtocolCore, port: Port, step: Step) -> None:
 def _drain_resume(core: ProtocolCore, port: Port, step: Step) -> None:
     event = port.wait()
     if type(event) is Arrived:
-        take(core, Action.MAIN_DRAIN_RESUME, event.worker, event.result.kind)
+        r = event.result
+        take(core, Action.MAIN_DRAIN_RESUME, event.worker, r.kind, origin=r.origin)
     else:
         _on_other_event(core, port, event)
 
@@ -185,7 +246,8 @@ def _skip_exhausted(core: ProtocolCore, port: Port, step: Step) -> None:
 
 def _mark_worker_unavailable(core: ProtocolCore, port: Port, step: Step) -> None:
     assert step.worker is not None
-    if take(core, Action.MAIN_MARK_WORKER_UNAVAILABLE, step.worker):
+    sends = not core.persistent_workers  # the None sentinel goes out now (mark's result)
+    if take(core, Action.MAIN_MARK_WORKER_UNAVAILABLE, step.worker, at_write=sends):
         port.send(step.worker, SENTINEL)
 
 
@@ -211,7 +273,7 @@ def _timeout(core: ProtocolCore, port: Port, step: Step) -> None:
 
 
 def _resume_iteration(core: ProtocolCore, port: Port, step: Step) -> None:
-    for worker in take(core, Action.MAIN_RESUME_ITERATION):
+    for worker in take(core, Action.MAIN_RESUME_ITERATION, at_write=True):
         port.send(worker, RESUME)
 
 
@@ -234,7 +296,7 @@ def _set_workers_done(core: ProtocolCore, port: Port, step: Step) -> None:
 
 def _put_sentinel(core: ProtocolCore, port: Port, step: Step) -> None:
     assert step.worker is not None
-    take(core, Action.MAIN_PUT_SENTINEL, step.worker)
+    take(core, Action.MAIN_PUT_SENTINEL, step.worker, at_write=True)
     port.send(step.worker, SENTINEL)
 
 

@@ -36,20 +36,42 @@ class Task(NamedTuple):
         return (self.idx, self.index)
 
 
+Origin = tuple[int, int, int]  # (worker, task idx, worker's epoch): who produced a message
+
+
 class Result(NamedTuple):
-    """Worker -> main: the outcome of task ``idx`` (``idx`` is -1 for a resume ack)."""
+    """Worker -> main: the outcome of task ``idx`` (``idx`` is -1 for a resume ack).
+
+    ``origin``: when tracing, the payload-origin ghost (worker, idx, epoch) the worker writes
+    with the message; it travels with the payload to the hand-out (``Traced``), where the
+    shell logs it, so a batch handed out that is not the one the core chose shows in the trace.
+    """
 
     idx: int
     kind: Kind
     payload: Any  # the batch, an ExceptionWrapper, or None
+    origin: Origin | None = None
 
-    def to_wire(self) -> tuple[int, str, Any]:
-        return (self.idx, self.kind.value, self.payload)
+    def to_wire(self) -> tuple[Any, ...]:
+        if self.origin is None:
+            return (self.idx, self.kind.value, self.payload)
+        return (self.idx, self.kind.value, self.payload, self.origin)
 
     @classmethod
-    def from_wire(cls, raw: tuple[int, str, Any]) -> Result:
-        idx, kind, payload = raw
-        return cls(idx, _KINDS[kind], payload)
+    def from_wire(cls, raw: tuple[Any, ...]) -> Result:
+        if len(raw) == 3:
+            idx, kind, payload = raw
+            return cls(idx, _KINDS[kind], payload)
+        idx, kind, payload, origin = raw
+        return cls(idx, _KINDS[kind], payload, tuple(origin))
+
+
+class Traced(NamedTuple):
+    """A payload with its origin, as the core holds it while tracing (the core never looks
+    inside a payload); the shell unwraps it where it hands the batch out."""
+
+    payload: Any
+    origin: Origin
 
 
 _KINDS = {kind.value: kind for kind in Kind}  # Kind(value) is a Python-level Enum call

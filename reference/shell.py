@@ -157,6 +157,7 @@ def _pin_loop(
                             worker=event.worker,
                             task=r.idx,
                             kind=r.kind.value,
+                            origin=r.origin,
                         )
                 if type(event) is Arrived:
                     event = Arrived(event.worker, _pinned(event.result, device, device_id))
@@ -166,7 +167,11 @@ def _pin_loop(
                     if type(event) is Arrived and tracewriter.ENABLED:
                         r = event.result
                         tracewriter.emit(
-                            Action.PIN_PUT_DATA, worker=event.worker, task=r.idx, kind=r.kind.value
+                            Action.PIN_PUT_DATA,
+                            worker=event.worker,
+                            task=r.idx,
+                            kind=r.kind.value,
+                            origin=r.origin,
                         )
                     data_queue.put(event)
     except BaseException as exc:  # a bug of ours: the main process must not wait for ever
@@ -184,7 +189,7 @@ def _pinned(result: Result, device: str | None, device_id: int) -> Result:
         return result._replace(payload=torch_pin_memory.pin_memory(result.payload, device))
     except Exception:
         where = f"in pin memory thread for device {device_id}"
-        return Result(result.idx, Kind.ERROR, ExceptionWrapper(where=where))
+        return Result(result.idx, Kind.ERROR, ExceptionWrapper(where=where), result.origin)
 
 
 class MultiProcessingIter(BaseIter):
@@ -375,15 +380,18 @@ class MultiProcessingIter(BaseIter):
             delivery = loop.next_batch(self._core, self)
         except (loop.IteratorFailed, ProtocolViolation) as exc:
             raise self._public_error(exc) from None
+        payload = loop.hand_out(self._core, delivery.payload)  # the point of effect
         if delivery.kind is Kind.ERROR:
-            delivery.payload.reraise()
-        return delivery.payload
+            payload.reraise()
+        return payload
 
     # ------------------------------------------------------- port: dispatch -----------------
     def next_index(self) -> Any:
         return next(self._sampler_iter)  # StopIteration when the sampler ran dry
 
     def send(self, worker: int, message: IndexMessage) -> None:
+        if tracewriter.ENABLED:
+            loop.log_write(self._core)  # the point of effect: a put is logged before it happens
         if worker >= len(self._index_conns):
             return  # never started (construction failed)
         if type(message) is Task:

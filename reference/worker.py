@@ -109,7 +109,8 @@ _UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
 
 
 def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
-    """WorkerPut: one result message, pickled first so that the put's record says what is sent.
+    """WorkerPut: one result message, pickled first so that the put's record says what is sent:
+    its task, its kind and, traced, the origin its payload got where it was fetched.
 
     A batch that cannot be pickled (FaultPutError) is sent as its error instead, so the main
     process raises it in turn rather than wait for a batch that never comes (torch's feeder
@@ -121,7 +122,7 @@ def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
         if tracewriter.ENABLED and result.kind is Kind.DATA:  # the spec's fault is a batch's
             tracewriter.emit(Action.FAULT_PUT_ERROR, epoch=epoch, worker=worker_id, task=result.idx)
         err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
-        result = Result(result.idx, Kind.ERROR, err)
+        result = Result(result.idx, Kind.ERROR, err, result.origin)
         try:
             parts = wire.pack(result.to_wire())
         except _UNPICKLABLE:
@@ -130,7 +131,7 @@ def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
             parts = wire.pack(result.to_wire())
     if tracewriter.ENABLED:  # a put is logged before it happens
         fields = {"epoch": epoch, "worker": worker_id, "task": result.idx}
-        tracewriter.emit(Action.WORKER_PUT, kind=result.kind.value, **fields)
+        tracewriter.emit(Action.WORKER_PUT, kind=result.kind.value, origin=result.origin, **fields)
     wire.write(conn, parts)
 
 
@@ -149,18 +150,20 @@ def _look_at_done(channels: WorkerChannels) -> tuple[int | None, bool]:
             trace_order.release()
 
 
-def _fetch(fetcher: Any, task: Task, worker_id: int, iterable: bool) -> Result:
-    """WorkerFetch: run torch's fetcher on the task's index; an exception is the result."""
+def _fetch(fetcher: Any, task: Task, worker_id: int, iterable: bool, epoch: int) -> Result:
+    """WorkerFetch: run torch's fetcher on the task's index; an exception is the result.
+    Traced, the result's origin (the payload-origin ghost) is bound here, where it is made."""
+    origin = (worker_id, task.idx, epoch) if tracewriter.ENABLED else None
     try:
-        return Result(task.idx, Kind.DATA, fetcher.fetch(task.index))
+        return Result(task.idx, Kind.DATA, fetcher.fetch(task.index), origin)
     except StopIteration:
         if iterable:
-            return Result(task.idx, Kind.EXHAUSTED, None)
+            return Result(task.idx, Kind.EXHAUSTED, None, origin)
         where = f"in DataLoader worker process {worker_id}"
-        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where))
+        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where), origin)
     except Exception:
         where = f"in DataLoader worker process {worker_id}"
-        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where))
+        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where), origin)
 
 
 def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) -> None:
@@ -211,8 +214,14 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 _me["epoch"] = epoch
                 iteration_end = False
                 if tracewriter.ENABLED:
-                    tracewriter.emit(Action.WORKER_ACK_RESUME, epoch=epoch, worker=worker_id)
-                wire.send(result_conn, Result(-1, Kind.RESUME, None).to_wire())
+                    tracewriter.emit(
+                        Action.WORKER_ACK_RESUME,
+                        epoch=epoch,
+                        worker=worker_id,
+                        state={"iteration_end": iteration_end},
+                    )
+                origin = (worker_id, -1, epoch) if tracewriter.ENABLED else None
+                wire.send(result_conn, Result(-1, Kind.RESUME, None, origin).to_wire())
                 fetcher = new_fetcher()
                 continue
             if r is SENTINEL:
@@ -227,19 +236,27 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
             if done or iteration_end:
                 if tracewriter.ENABLED:
                     tracewriter.emit(
-                        Action.WORKER_SKIP_INDEX, epoch=epoch, worker=worker_id, task=task.idx
+                        Action.WORKER_SKIP_INDEX,
+                        epoch=epoch,
+                        worker=worker_id,
+                        task=task.idx,
+                        state={"iteration_end": iteration_end},
                     )
                 continue
             if init_exception is not None:
                 result = Result(task.idx, Kind.ERROR, init_exception)
                 init_exception = None
             else:
-                result = _fetch(fetcher, task, worker_id, iterable)
+                tracewriter.fetch_began(t_fetch)  # a hang or error record is this fetch's step
+                result = _fetch(fetcher, task, worker_id, iterable, epoch)
+                tracewriter.fetch_began(None)
                 iteration_end = result.kind is Kind.EXHAUSTED
+            if tracewriter.ENABLED and result.origin is None:  # the init error's
+                result = result._replace(origin=(worker_id, task.idx, epoch))
             if tracewriter.ENABLED:
                 fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
-                kind = result.kind.value
-                tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, **fields)
+                kind, state = result.kind.value, {"iteration_end": iteration_end}
+                tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, state=state, **fields)
             _send(result_conn, result, worker_id, epoch)
             del result, r, task
     except KeyboardInterrupt:

@@ -24,12 +24,13 @@
 (*    it (FaultFetchError, no task) and the worker logs WorkerFetch with   *)
 (*    kind "error": whichever comes first takes the step, the other only   *)
 (*    checks that it was taken (w holds an error result for that task).    *)
-(*  * A kill that raced the worker's own exit: a worker that logged        *)
-(*    WorkerExit is still a process until it is reaped; a bounded join     *)
-(*    that times out (a loaded machine, or none after a failure) kills it  *)
-(*    while it tears down, and the loader logs MainTerminateWorker. The    *)
-(*    spec's worker has already "exited": the record is a stuttering step  *)
-(*    of the main process (same guards as MainTerminateWorker).            *)
+(*  * A kill that raced the worker's own end: a worker that logged         *)
+(*    WorkerExit, or was killed, is still a process until it is reaped; a  *)
+(*    bounded join that times out (a loaded machine, or none after a       *)
+(*    failure) kills it while it tears down, and the loader logs           *)
+(*    MainTerminateWorker. The spec's worker has already "exited" (or was  *)
+(*    "killed"): the record is a stuttering step of the main process (same *)
+(*    guards as MainTerminateWorker).                                      *)
 (*  * next() on a failed iterator raises its error again at once: the      *)
 (*    loader logs MainCallNext, and the spec takes no step (a call that    *)
 (*    reads and waits for nothing is not a call of the model).             *)
@@ -37,6 +38,11 @@
 (*    kernel (PR_SET_PDEATHSIG) cannot log its exit. Once every record is  *)
 (*    consumed, WorkerWatchdogExit(w) may happen unlogged. Whether the     *)
 (*    workers really exited is the sandbox's check (NoOrphanWorkers).      *)
+(*  * Hidden step: a worker killed by what nobody logs (the OOM killer, a  *)
+(*    segfault) is FaultKillWorker(w), inferred just before the main       *)
+(*    process's MainDetectWorkerFailure(w) record, its evidence.           *)
+(* SpecStep ([][Next]_vars) is a PROPERTY of every generated model: TLC    *)
+(* checks that each step taken here is a step of DataLoader's Next.        *)
 (***************************************************************************)
 EXTENDS DataLoader, TraceLog, Integers, Sequences, TLC
 
@@ -60,35 +66,51 @@ LoggedW(name) == Logged(name) /\ Has("worker")
 LoggedT(name) == Logged(name) /\ Has("task")
 Consume == l' = l + 1 /\ UNCHANGED tr
 
-(* The logged post-state of the main process (architecture.md, "Trace records"): torch's   *)
-(* field names; workers_status is a list indexed by worker id; task_info maps a task idx to *)
-(* <<worker, buffered>>, buffered meaning its result has arrived (data # NoMsg).            *)
-StateField(f) == Has("state") /\ f \in DOMAIN logline.state
+(* The logged post-state of the main process (architecture.md, "Trace records"): every     *)
+(* main-process variable, by its spec name (loaderspec.vocabulary.MAIN_STATE_FIELDS, which    *)
+(* trace-check requires on every Main record before TLC runs); per-worker variables are lists *)
+(* indexed by worker id; task_info maps a task idx to <<worker, buffered>>, buffered meaning  *)
+(* its result has arrived (data # NoMsg).                                                     *)
+PerWorker(f, list) == Len(list) = NumWorkers /\ \A w \in Workers : f[w] = list[w + 1]
 MainPostState ==
     \/ ~CheckPostState
     \/ LET s == logline.state IN
-        /\ StateField("send_idx") => send_idx' = s.send_idx
-        /\ StateField("rcvd_idx") => rcvd_idx' = s.rcvd_idx
-        /\ StateField("tasks_outstanding") => tasks_outstanding' = s.tasks_outstanding
-        /\ StateField("shutdown") => shutdown' = s.shutdown
-        /\ StateField("workers_status") =>
-              /\ Len(s.workers_status) = NumWorkers
-              /\ \A w \in Workers : workers_status'[w] = s.workers_status[w + 1]
-        /\ StateField("task_info") =>
-              /\ DOMAIN task_info' = DOMAIN s.task_info
-              /\ \A i \in DOMAIN s.task_info :
-                    /\ task_info'[i].worker = s.task_info[i][1]
-                    /\ (task_info'[i].data # NoMsg) = s.task_info[i][2]
-        /\ Has("epoch") => epoch' = logline.epoch
+        /\ send_idx' = s.send_idx
+        /\ rcvd_idx' = s.rcvd_idx
+        /\ tasks_outstanding' = s.tasks_outstanding
+        /\ shutdown' = s.shutdown
+        /\ iter_state' = s.iter_state
+        /\ in_call' = s.in_call
+        /\ worker_queue_idx' = s.worker_queue_idx
+        /\ resume_iteration_cnt' = s.resume_iteration_cnt
+        /\ failure' = s.failure
+        /\ workers_done_event' = s.workers_done_event
+        /\ pin_memory_thread_done_event' = s.pin_memory_thread_done_event
+        /\ PerWorker(workers_status', s.workers_status)
+        /\ PerWorker(workers_num_tasks', s.workers_num_tasks)
+        /\ PerWorker(sentinel_sent', s.sentinel_sent)
+        /\ DOMAIN task_info' = DOMAIN s.task_info
+        /\ \A i \in DOMAIN s.task_info :
+              /\ task_info'[i].worker = s.task_info[i][1]
+              /\ (task_info'[i].data # NoMsg) = s.task_info[i][2]
+        /\ epoch' = logline.epoch
+
+\* A worker record that carries the worker's state: its iteration_end after the step.
+WorkerPostState(w) ==
+    ~CheckPostState \/ ~Has("state") \/ iteration_end'[w] = logline.state.iteration_end
 
 \* A main-process record: the action, then its logged post-state, then the next record.
 MainStep(A) == A /\ MainPostState /\ Consume
 
-\* A result message m is the one the record describes.
+\* A result message m is the one the record describes; its origin (the payload-origin ghost:
+\* <<worker, task, epoch>> of the message actually written, read or handed out) is m's.
 IsLoggedMsg(m) ==
     /\ Has("task") => m.idx = logline.task
     /\ Has("kind") => m.kind = logline.kind
     /\ Has("worker") => m.worker = logline.worker
+    /\ Has("origin") => /\ m.worker = logline.origin[1]
+                        /\ m.idx = logline.origin[2]
+                        /\ m.epoch = logline.origin[3]
 
 \* Where the main process read the logged message: the data queue (pin memory) or w's channel.
 PoppedLoggedSource ==
@@ -167,7 +189,7 @@ MainTerminateWorkerIfLogged ==
     /\ LET w == logline.worker IN
         \/ MainStep(MainTerminateWorker(w))
         \/ /\ TerminatesStragglers /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
-           /\ worker_state[w] = "exited"
+           /\ worker_state[w] \in {"exited", "killed"}
            /\ MainStep(UNCHANGED vars)
 
 -----------------------------------------------------------------------------
@@ -194,6 +216,7 @@ WorkerFetchIfLogged ==
         ELSE /\ NextIndexIsLogged(w)
              /\ WorkerFetch(w)
              /\ Has("kind") => worker_msg'[w].kind = logline.kind
+    /\ WorkerPostState(logline.worker)
     /\ Consume
 
 WorkerPutIfLogged ==
@@ -207,12 +230,14 @@ WorkerAckResumeIfLogged ==
     /\ LoggedW("WorkerAckResume")
     /\ NextIndexIsLogged(logline.worker)
     /\ WorkerAckResume(logline.worker)
+    /\ WorkerPostState(logline.worker)
     /\ Consume
 
 WorkerSkipIndexIfLogged ==
     /\ LoggedW("WorkerSkipIndex")
     /\ NextIndexIsLogged(logline.worker)
     /\ WorkerSkipIndex(logline.worker)
+    /\ WorkerPostState(logline.worker)
     /\ Consume
 
 WorkerExitIfLogged == LoggedW("WorkerExit") /\ WorkerExit(logline.worker) /\ Consume
@@ -281,6 +306,15 @@ HiddenWatchdogExit ==
     /\ \E w \in Workers : WorkerWatchdogExit(w)
     /\ UNCHANGED trace_vars
 
+\* A worker death nobody logged (the OOM killer, a segfault in a C extension, a worker that
+\* SIGKILLs itself): the main process's record that it found w dead is the evidence, so the
+\* kill is inferred just before that record (if w is alive in the spec; a logged kill took it).
+HiddenKillWorker ==
+    /\ LoggedW("MainDetectWorkerFailure")
+    /\ logline.worker \in Workers
+    /\ FaultKillWorker(logline.worker)
+    /\ UNCHANGED trace_vars
+
 -----------------------------------------------------------------------------
 
 TraceInit ==
@@ -303,9 +337,14 @@ TraceNext ==
     \/ FaultKillWorkerIfLogged \/ FaultKillParentIfLogged \/ FaultHangWorkerIfLogged
     \/ FaultFetchErrorIfLogged \/ FaultPutErrorIfLogged \/ FaultRecvErrorIfLogged
     \/ FaultPinDeathIfLogged
-    \/ HiddenWatchdogExit
+    \/ HiddenWatchdogExit \/ HiddenKillWorker
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, trace_vars>>
+
+\* Checked as a PROPERTY of every trace model (refinement, after etcd's trace validation): each
+\* step the trace spec takes, hidden steps and stuttering records included, is a step of the
+\* spec (or leaves its variables unchanged), not only argued to be one.
+SpecStep == [][Next]_vars
 
 \* Always true: prints where each distinct state stands (loaderspec/tracecheck.py reads it).
 TraceProgress == PrintT(<<"TRACE-AT", tr, l, Ended>>)

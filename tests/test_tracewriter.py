@@ -16,6 +16,7 @@ from loaderspec import tracewriter
 from loaderspec.vocabulary import (
     CONFIG_ACTION,
     CONFIG_FIELDS,
+    OPTIONAL_FIELDS,
     RECORD_FIELDS,
     TRACE_DIR_ENV,
     TRACE_FILE,
@@ -40,18 +41,20 @@ def _records(directory: Path) -> list[dict]:
 
 def test_each_record_type_has_its_fields_in_order(tmp_path):
     with tracewriter.trace_to(tmp_path):
-        tracewriter.emit(Action.MAIN_GET_DATA, epoch=0, worker=1, task=2, kind="data", state={})
+        fields = {"epoch": 0, "worker": 1, "task": 2, "kind": "data", "state": {}}
+        tracewriter.emit(Action.MAIN_GET_DATA, origin=(1, 2, 0), **fields)
         tracewriter.emit(Action.WORKER_EXIT, epoch=0, worker=1)
         tracewriter.emit_config(dict.fromkeys(CONFIG_FIELDS, 0))
         tracewriter.emit_fault(Action.FAULT_KILL_WORKER, worker=1)
     get, exit_, config, fault = _records(tmp_path)
     assert list(get) == list(RECORD_FIELDS[RecordType.STEP])
     assert (get["actor"], get["action"], get["kind"]) == ("Main", "MainGetData", "data")
-    assert list(exit_) == [f for f in RECORD_FIELDS[RecordType.STEP] if f != "kind"]
+    assert get["origin"] == [1, 2, 0]
+    assert list(exit_) == [f for f in RECORD_FIELDS[RecordType.STEP] if f not in OPTIONAL_FIELDS]
     assert exit_["actor"] == "Worker"  # the action's actor: the caller cannot get it wrong
     assert list(config) == list(RECORD_FIELDS[RecordType.CONFIG])
     assert config["action"] == CONFIG_ACTION
-    assert list(fault) == list(RECORD_FIELDS[RecordType.FAULT])
+    assert list(fault) == [f for f in RECORD_FIELDS[RecordType.FAULT] if f not in OPTIONAL_FIELDS]
     assert (fault["actor"], fault["action"], fault["worker"]) == ("Fault", "FaultKillWorker", 1)
     assert get["t"] <= exit_["t"] <= config["t"] <= fault["t"]
 

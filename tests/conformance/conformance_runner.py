@@ -68,10 +68,11 @@ def outcomes(results: dict[str, Any]) -> dict[str, str]:
 
 
 def whole_suite(report: str, timeout_s: float) -> dict[str, Any]:
-    """The sandbox target: pytest the whole suite against the default loader (the reference);
+    """The sandbox target: pytest the whole suite against the default loader (the reference),
+    every case traced and every trace checked against the spec (``REPORT/traces/traces.json``);
     its exit status and the tail of its output."""
     cmd = [sys.executable, "-m", "pytest", "conformance", "-p", "no:cacheprovider", "-q"]
-    cmd += ["--conformance-report", report]
+    cmd += ["--conformance-report", report, "--conformance-trace", str(Path(report) / "traces")]
     done = subprocess.run(
         cmd, cwd=ROOT, env=env(), capture_output=True, text=True, timeout=timeout_s
     )

@@ -380,7 +380,8 @@ def test_plan_gives_each_case_one_loader_per_run() -> None:
 def test_whole_suite_on_the_reference_passes_and_leaves_nothing(runs: dict[str, Any]) -> None:
     """No FAIL; no process or zombie left (the run's orphans are re-parented to the sandbox
     child, a subreaper, so none can hide under init); no /dev/shm entry named with a pid of the
-    run (other programs' segments are not the suite's)."""
+    run (other programs' segments are not the suite's); and every run of every case, traced,
+    is a behaviour of the spec (trace-check ACCEPTED, run by run)."""
     report, future = runs["__reference__"]
     sandboxed = future.result()
     assert sandboxed.outcome == "returned", sandboxed.error
@@ -392,6 +393,14 @@ def test_whole_suite_on_the_reference_passes_and_leaves_nothing(runs: dict[str, 
     assert len(got) > 40, info["tail"]
     fails = {n: o for n, o in got.items() if o == "FAIL"}
     assert fails == {}, f"the reference loader fails cases:\n{info['tail']}"
+    traces = json.loads((report / "traces" / "traces.json").read_text())
+    print(
+        f"\n{traces['accepted']}/{traces['runs']} traced runs of {traces['cases']} cases"
+        f" ACCEPTED ({traces['seconds']} s of trace-check)"
+    )
+    bad = [b["why"] for b in traces["rejected"] + traces["unreadable"]]
+    assert bad == [], "traces of the reference not accepted:\n" + "\n\n".join(bad[:3])
+    assert traces["runs"] >= traces["cases"] > 40, traces
     assert info["rc"] == 0, info["tail"]
 
 

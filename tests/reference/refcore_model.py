@@ -217,6 +217,7 @@ class World:
         return next(self.sampler)
 
     def send(self, worker: int, message: IndexMessage) -> None:
+        loop.log_write(self.core)  # as the shell does
         if isinstance(message, Task):
             self.in_flight.add(message.idx)
             self.assigned[message.idx] = worker

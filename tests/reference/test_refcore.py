@@ -300,7 +300,9 @@ def test_a_failed_read_loses_the_result_and_fails_stop():
         Action.FAULT_RECV_ERROR, (1,), "UnloadableError: no"
     )
     assert core.last == (Action.FAULT_RECV_ERROR, 1, None, None)
-    assert core.snapshot() == {**before, "shutdown": True}  # only the shutdown is decided
+    # the result is lost (task_info unchanged), the call raised, the shutdown is decided
+    failed = {"shutdown": True, "iter_state": "failed", "in_call": False, "failure": "recv"}
+    assert core.snapshot() == {**before, **failed}
     assert (core.phase, core.in_call) == (Phase.FAILED, False)
     between = _core(1, 1)
     with pytest.raises(ProtocolViolation) as err:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from loaderspec import modelcheck, tlc, variantcheck
-from loaderspec.tlavalues import parse
+from loaderspec.tlavalues import as_function, parse
 from loaderspec.vocabulary import PROPERTIES, PROPERTY_NAMES, Action, Kind, Level, property_named
 
 MANIFEST = modelcheck.load_manifest()
@@ -232,7 +232,7 @@ def test_timeout_is_possible_with_later_results_buffered(tmp_path: Path):
     outcome = modelcheck.check_model(witness, timeout_s=TIMEOUT_S)
     assert outcome.found == "NoTimeoutWhileBuffered", outcome.result.output[-3000:]
     last = outcome.result.trace[-1].values
-    task_info = parse(last["task_info"])
+    task_info = as_function(parse(last["task_info"]))  # <<...>> when its domain is 1 .. n
     rcvd_idx = int(last["rcvd_idx"])
     assert task_info[rcvd_idx]["data"]["kind"] == "none"  # next() waits for rcvd_idx's result
     assert any(slot["data"]["kind"] != "none" for slot in task_info.values())  # a later one is in

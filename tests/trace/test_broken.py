@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from faultinject.faults import SkewWorker
+from faultinject.faults import SkewWorker, Sleep
 from loaderspec import tracecheck
 from loaderspec.replay import Schedule, play
 from loaderspec.traces import Record, Run
@@ -47,8 +47,34 @@ CASES: dict[str, tuple[Schedule, str | None, Callable[[Record], bool]]] = {
     ),
     "StaleEpoch": (
         Schedule("stale-epoch", num_items=6, persistent_workers=True, epochs=2, drop_at=(0, 1)),
-        "MainTryPutIndex",
-        lambda r: r.epoch == 1,  # a task of the new epoch sent before the resume acks came
+        "MainResumeIteration",
+        # the full post-state shows it: iter_state "running" at once, no resume acks awaited
+        lambda r: r.epoch == 1 and r.state["iter_state"] == "running",
+    ),
+    # Broken shells: the core decides right, the effect differs (records written at the effect).
+    "WrongPayload": (
+        Schedule("wrong-payload", **BASE),
+        "MainProcessData",
+        lambda r: r.task == 1 and r.origin == (0, 0, 0),  # task 1 handed out task 0's batch
+    ),
+    "LostSentinel": (
+        Schedule("lost-sentinel", **BASE),
+        None,  # the first shutdown record after the lost write: a join or a terminate
+        lambda r: (
+            r.action in ("MainJoinWorker", "MainTerminateWorker")
+            and r.state["sentinel_sent"] == [True, True]
+        ),  # the core decided both
+    ),
+    "EarlyJoin": (
+        # worker 1 sleeps in item 1 when the user breaks off after batch 0: alive at its join
+        Schedule("early-join", faults=(Sleep(at=1, seconds=1.0),), drop_at=(0, 1), **BASE),
+        "MainJoinWorker",
+        lambda r: r.worker in (0, 1),  # worker 0's join, if it had not exited yet, else 1's
+    ),
+    "StalePut": (
+        Schedule("stale-put", num_items=6, persistent_workers=True, epochs=2),
+        "WorkerPut",
+        lambda r: r.epoch == 1 and r.origin is not None and r.origin[2] == 0,  # epoch 0's batch
     ),
 }
 
@@ -154,9 +180,99 @@ def test_mutated_traces_are_rejected_for_the_right_reason(checked):
     # Where each one breaks, and why.
     assert verdicts["swapped"].record.task == 1
     assert verdicts["duplicated"].line == _index(good, "MainProcessData", 0) + 2
-    assert verdicts["no-sentinel"].record.action in ("WorkerExit", "MainJoinWorker")
+    # the worker exits on a sentinel never sent, or the next sentinel's logged sentinel_sent
+    # counts the missing one, whichever comes first
+    no_sentinel = verdicts["no-sentinel"].record
+    assert no_sentinel.action in ("WorkerExit", "MainPutSentinel", "MainJoinWorker")
     wrong = tracecheck.localise(verdicts["wrong-state"])
     assert wrong.line == _index(good, "MainTryPutIndex", 0) + 1
     assert wrong.enabled is True  # the action was possible; its logged post-state was not
     assert "send_idx: logged 5, spec 1" in wrong.explain()
     assert "send_idx = 0" in wrong.explain()  # the spec state before the record
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("strip", "named"),
+    [
+        (lambda r: dataclasses.replace(r, state=None) if r.actor == "Main" else r, "lacks state"),
+        (
+            lambda r: (
+                dataclasses.replace(r, state={k: v for k, v in r.state.items() if k != "in_call"})
+                if r.actor == "Main"
+                else r
+            ),
+            "lacks state.in_call",
+        ),
+        (
+            lambda r: (
+                dataclasses.replace(r, task=None, worker=None)
+                if r.action == "MainTryPutIndex"
+                else r
+            ),
+            "lacks worker, task",
+        ),
+        (
+            lambda r: dataclasses.replace(r, kind=None) if r.action == "WorkerPut" else r,
+            "lacks kind",
+        ),
+    ],
+    ids=["state", "a-state-field", "parameters", "kind"],
+)
+def test_a_stripped_trace_is_rejected_naming_what_is_missing(checked, strip, named):
+    good = checked[0]
+    stripped = _with(good, [strip(r) for r in good.records], "stripped")
+    with pytest.raises(tracecheck.TraceFormatError, match=named):
+        tracecheck.check_runs([stripped])
+
+
+# The kill-races-exit stutter of the trace spec, and a broken one that is no step of the spec:
+# it turns an exited worker into a killed one.
+_RACE_STUTTER = "           /\\ MainStep(UNCHANGED vars)"
+_RACE_NON_STEP = (
+    '           /\\ MainStep(worker_state\' = [worker_state EXCEPT ![w] = "killed"]'
+    " /\\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,"
+    " history_vars>>)"
+)
+
+
+@pytest.mark.slow
+def test_the_refinement_property_fails_on_a_trace_step_that_is_no_spec_step(checked, tmp_path):
+    """SpecStep ([][Next]_vars, a PROPERTY of every trace model) can fail: a trace spec whose
+    stuttering record changes a variable in a way no spec action does is caught by TLC."""
+    from loaderspec import tlc
+    from loaderspec.tracecompile import write_model
+
+    raced = checked[1]["kill-races-exit"][0]
+    tla, cfg = write_model(tmp_path, "Raced", [raced], tracecheck.checkable_constants(raced))
+    text = tla.read_text()
+    assert text.count(_RACE_STUTTER) == 1
+    tla.write_text(text.replace(_RACE_STUTTER, _RACE_NON_STEP))
+    result = tlc.run_tlc(
+        tla,
+        cfg,
+        workdir=tmp_path,
+        extra_args=("-deadlock",),
+        timeout_s=120,
+        jvm_args=tlc.FAST_START,
+    )
+    assert result.violated == "SpecStep", result.output[-2000:]
+
+
+@pytest.mark.slow
+def test_a_traced_suite_run_reports_each_rejected_case(checked, tmp_path):
+    """``--conformance-trace``'s end-of-run check (loaderspec.suitetrace.validate): every case
+    folder's runs, one verdict each, a rejection named by its case."""
+    from loaderspec import suitetrace
+    from loaderspec.traces import read_logs, write_log
+
+    good, mutations, _ = checked
+    header = [r for r in read_logs([good.name]) if r.action == "Config"]
+    write_log([*header, *good.records], tmp_path / "case_good")
+    write_log([*header, *mutations["wrong-state"][0].records], tmp_path / "case_wrong")
+    (tmp_path / "case_untraced").mkdir()  # a case whose loader wrote nothing
+    summary = suitetrace.validate(tmp_path)
+    assert (summary["runs"], summary["accepted"], summary["cases"]) == (2, 1, 2)
+    assert [r["case"] for r in summary["rejected"]] == ["case_wrong"]
+    assert "send_idx: logged 5, spec 1" in summary["rejected"][0]["why"]
+    assert (tmp_path / suitetrace.RESULT_FILE).exists()

@@ -151,3 +151,97 @@ def test_trace_check_says_why_it_cannot_read_a_log(tmp_path):
     assert main(["trace-check", str(tmp_path / "missing")]) == 2
     (tmp_path / "trace-1.jsonl").write_text('{"t": 1}\n')
     assert main(["trace-check", str(tmp_path)]) == 2
+
+
+def _config_line(**config):
+    return _line(action=CONFIG_ACTION, config=config)
+
+
+def _full_config():
+    return {"num_workers": 1, "prefetch_factor": 1, "in_order": True, "num_tasks": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no trace record to check"),
+        ('{"t": 1, "pid": 10, "act', "no trace record to check"),  # its only line is torn
+        ("\x00garbage\n", "not JSON"),
+        (_config_line(**_full_config()) + "\n{oops\n" + _line(t=3) + "\n", "not JSON"),
+        (_config_line(num_workers=1) + "\n" + _line(t=2, state=None) + "\n", "lacks"),
+        (_config_line(prefetch_factor=1) + "\n", "'num_workers' must be an integer"),
+        (_line(action=CONFIG_ACTION, config=[1]) + "\n", "'config' must be an object"),
+        (_line(actor="Worker") + "\n", "cannot take MainTryPutIndex"),
+    ],
+    ids=[
+        "empty",
+        "torn-only-line",
+        "garbage",
+        "garbage-middle",
+        "missing-fields",
+        "config-fields",
+        "config-shape",
+        "wrong-actor",
+    ],
+)
+def test_bad_input_is_one_clear_error_with_exit_code_2(tmp_path, capsys, text, message):
+    from loaderspec.cli import main
+
+    (tmp_path / "trace-10.jsonl").write_text(text)
+    assert main(["trace-check", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1  # one line
+    assert "Traceback" not in err
+
+
+def test_a_binary_file_is_bad_input(tmp_path, capsys):
+    from loaderspec.cli import main
+
+    (tmp_path / "trace-10.jsonl").write_bytes(b"\xff\xfe\x00")
+    assert main(["trace-check", str(tmp_path)]) == 2
+    assert "not a text file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("printed", "expected"),
+    [
+        ("<<>>", {}),  # empty: a sequence to TLC
+        (  # domain 1 .. 2 (rcvd_idx = 1): TLC prints the function as a sequence
+            '<<[worker |-> 0, data |-> [kind |-> "none", idx |-> -1, worker |-> 0, epoch |-> 0]],'
+            ' [worker |-> 1, data |-> [kind |-> "data", idx |-> 2, worker |-> 1, epoch |-> 0]]>>',
+            {"1": [0, False], "2": [1, True]},
+        ),
+        (  # any other domain: a function
+            '(0 :> [worker |-> 1, data |-> [kind |-> "data", idx |-> 0, worker |-> 1,'
+            ' epoch |-> 0]] @@ 3 :> [worker |-> 0, data |-> [kind |-> "none", idx |-> -1,'
+            " worker |-> 0, epoch |-> 0]])",
+            {"0": [1, True], "3": [0, False]},
+        ),
+    ],
+    ids=["empty", "sequence", "function"],
+)
+def test_the_explainer_reads_task_info_in_every_shape_tlc_prints(printed, expected):
+    from loaderspec.tracecheck import _as_logged
+
+    assert _as_logged("task_info", printed) == expected
+
+
+def test_as_function_maps_a_sequence_from_one():
+    from loaderspec.tlavalues import NotParsable, as_function, parse
+
+    assert as_function(parse("<<TRUE, FALSE>>")) == {1: True, 2: False}
+    assert as_function(parse("(0 :> 5)")) == {0: 5}
+    with pytest.raises(NotParsable):
+        as_function(parse("3"))
+
+
+def test_a_kill_by_pid_is_the_worker_of_that_pid():
+    recs = [
+        parse_line(_line(t=1, action=CONFIG_ACTION, config={"worker_pids": [11, 12]}), where="a"),
+        parse_line(
+            _line(t=2, pid=99, actor="Fault", action="FaultKillWorker", victim=12), where="b"
+        ),
+    ]
+    (run,) = split_runs(merge(recs), "d")
+    assert [r.worker for r in run.records] == [1]

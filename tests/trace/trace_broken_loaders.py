@@ -1,7 +1,10 @@
-"""Deliberately broken reference loaders: each gets one protocol decision wrong.
+"""Deliberately broken reference loaders: each gets one protocol decision, or one effect of
+the shell, wrong.
 
-Each is ``reference.DataLoader`` with a ``ProtocolCore`` subclass (and, where the wrong move is
-the shell's, an iterator subclass). Their traces must be rejected by ``loaderspec trace-check``
+Each is ``reference.DataLoader`` with a ``ProtocolCore`` subclass (a wrong decision), or an
+iterator subclass or a worker function swapped in (a wrong effect: the core decides right and
+the shell does something else: the trace's records of effects are written where they happen).
+Their traces must be rejected by ``loaderspec trace-check``
 at the record where they leave the spec (tests/trace/test_broken.py). They are played in a
 sandbox child only: the iterator swaps ``reference.shell.ProtocolCore`` while it is built, which
 would be unsafe in a process that builds other loaders concurrently.
@@ -9,12 +12,14 @@ would be unsafe in a process that builds other loaders concurrently.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from loaderspec.vocabulary import Action
-from reference import shell
+from reference import loop, shell, worker
 from reference.core import Delivery, Kind, Phase, ProtocolCore, Request, Step
 from reference.loader import DataLoader
+from reference.messages import SENTINEL, IndexMessage, Result
 from reference.shell import MultiProcessingIter
 
 
@@ -99,6 +104,68 @@ def _iterator(core_cls: type[ProtocolCore]) -> type[MultiProcessingIter]:
     return BrokenIter
 
 
+# --- broken shells: the core decides right, the shell's effect is another --------------------
+class _WrongPayloadIter(MultiProcessingIter):
+    """Hands out the batch before the one the core chose (a stale buffer in the shell)."""
+
+    _kept: Any = None
+
+    def _next_data(self) -> Any:
+        delivery = loop.next_batch(self._core, self)
+        kept, self._kept = self._kept, delivery.payload
+        payload = loop.hand_out(self._core, delivery.payload if kept is None else kept)
+        if delivery.kind is Kind.ERROR:
+            payload.reraise()
+        return payload
+
+
+class _LostSentinelIter(MultiProcessingIter):
+    """Never writes the last worker's None sentinel at shutdown, though the core decided it
+    (the bounded join then terminates that worker)."""
+
+    def send(self, worker: int, message: IndexMessage) -> None:
+        if message is SENTINEL and worker == len(self._index_conns) - 1 and self._core.shutdown:
+            return  # the write is lost, and so is its record: it is written at the write
+        super().send(worker, message)
+
+
+class _EarlyJoinIter(MultiProcessingIter):
+    """Reports every worker joined as soon as the sentinels are out, before any has exited
+    (then really reaps them, so nothing is left behind)."""
+
+    def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
+        yield from ((w, False) for w in workers)
+        for _ in super().reap(workers, grace=grace, block=block):
+            pass
+
+
+_real_fetch = worker._fetch
+_kept_results: dict[int, Result] = {}
+
+
+def _stale_fetch(fetcher: Any, task: Any, worker_id: int, iterable: bool, epoch: int) -> Result:
+    """A worker's fetch that keeps its first batch and, once a new epoch began, puts that batch
+    for its next task: a put of a stale-epoch result (with the origin it got where it was
+    fetched)."""
+    result = _real_fetch(fetcher, task, worker_id, iterable, epoch)
+    kept = _kept_results.get(worker_id)
+    if kept is None:
+        _kept_results[worker_id] = result
+    elif epoch > 0:
+        del _kept_results[worker_id]
+        return kept._replace(idx=task.idx)
+    return result
+
+
+class _StalePutIter(MultiProcessingIter):
+    def __init__(self, loader: Any) -> None:
+        worker._fetch = _stale_fetch  # the workers are forked while it is swapped in
+        try:
+            super().__init__(loader)
+        finally:
+            worker._fetch = _real_fetch
+
+
 def _loader(name: str, it: type[MultiProcessingIter]) -> type[DataLoader]:
     def _get_iterator(self: DataLoader) -> Any:
         return it(self)
@@ -111,3 +178,7 @@ Reorder = _loader("Reorder", _iterator(_ReorderCore))
 Duplicate = _loader("Duplicate", _iterator(_DuplicateCore))
 SkipSentinel = _loader("SkipSentinel", _iterator(_SkipSentinelCore))
 StaleEpoch = _loader("StaleEpoch", _iterator(_StaleEpochCore))
+WrongPayload = _loader("WrongPayload", _WrongPayloadIter)
+LostSentinel = _loader("LostSentinel", _LostSentinelIter)
+EarlyJoin = _loader("EarlyJoin", _EarlyJoinIter)
+StalePut = _loader("StalePut", _StalePutIter)
