@@ -277,15 +277,30 @@ def split_runs(records: Sequence[Record], name: str) -> list[Run]:
     runs: list[Run] = []
     config: dict[str, Any] | None = None
     current: list[Record] = []
+    # A worker can log a fault before the header that names it: the header carries the workers'
+    # pids, so the main process writes it once they are started, while a worker may already be
+    # running its worker_init_fn (where an injected start-up error is logged). Such a record
+    # waits for the header naming its pid.
+    named = {pid for r in records if r.action == CONFIG_ACTION for pid in _worker_pids(r)}
+    headed: set[int] = set()  # the worker pids of the headers so far
+    early: list[Record] = []
     for record in records:
         if record.action == CONFIG_ACTION:
             header = dict(record.extra.get("config", {}))
             if config is not None and not current:
                 config = {**config, **header}  # two headers of one iterator (harness, loader)
-                continue
-            if config is not None:
-                runs.append(Run(f"{name}#{len(runs)}", config, tuple(normalise(current, config))))
-            config, current = header, []
+            else:
+                if config is not None:
+                    runs.append(
+                        Run(f"{name}#{len(runs)}", config, tuple(normalise(current, config)))
+                    )
+                config, current = header, []
+            pids = set(_worker_pids(record))
+            headed |= pids
+            current += [r for r in early if r.pid in pids]
+            early = [r for r in early if r.pid not in pids]
+        elif record.actor == Actor.FAULT.value and record.pid in named and record.pid not in headed:
+            early.append(record)
         elif config is None:
             raise TraceFormatError(
                 f"{record.source}: {record.brief()} comes before any {CONFIG_ACTION!r} record"
@@ -297,6 +312,11 @@ def split_runs(records: Sequence[Record], name: str) -> list[Run]:
         label = f"{name}#{len(runs)}" if runs else name
         runs.append(Run(label, config, tuple(normalise(current, config))))
     return runs
+
+
+def _worker_pids(header: Record) -> list[int]:
+    pids = header.extra.get("config", {}).get("worker_pids") or []
+    return [pid for pid in pids if isinstance(pid, int)]
 
 
 def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -> list[Record]:

@@ -90,6 +90,31 @@ def test_actions_before_any_config_mean_a_lost_start():
         split_runs([rec], "d")
 
 
+def test_a_workers_fault_before_the_header_naming_it_belongs_to_that_run():
+    """The main process logs its header once the workers are started (it names their pids); a
+    worker's worker_init_fn may log an injected error before that. The record belongs to the
+    run whose header names its pid, the first or a later one."""
+    config = {"num_workers": 1}
+    recs = merge(
+        [
+            parse_line(_line(t=1, action=CONFIG_ACTION, config=config), where="h1"),
+            parse_line(_line(t=2, action=CONFIG_ACTION, config={"worker_pids": [11]}), where="p1"),
+            parse_line(_line(t=3, action="MainTryPutIndex", worker=0, task=0), where="m1"),
+            parse_line(_line(t=4, pid=12, actor="Fault", action="FaultFetchError"), where="f2"),
+            parse_line(_line(t=6, action=CONFIG_ACTION, config=config), where="h2"),
+            parse_line(_line(t=7, action=CONFIG_ACTION, config={"worker_pids": [12]}), where="p2"),
+            parse_line(_line(t=8, action="MainTryPutIndex", worker=0, task=0), where="m2"),
+        ]
+    )
+    first, second = split_runs(recs, "d")
+    assert [r.source for r in first.records] == ["m1"]
+    assert [r.source for r in second.records] == ["f2", "m2"]
+    with pytest.raises(TraceFormatError, match="before any 'Config'"):  # a pid no header names
+        split_runs(
+            [parse_line(_line(pid=13, actor="Fault", action="FaultFetchError"), where="x")], "d"
+        )
+
+
 def test_written_logs_read_back_the_same(tmp_path):
     recs = merge(
         [
