@@ -106,6 +106,22 @@ class Loader(Adapter):
         ),
     )
 
+    # grain keeps, once per process, a thread pool that deletes shared-memory arrays (started by
+    # its first multiprocess iterator: SharedMemoryArray.enable_async_del) and multiprocessing's
+    # shared heap, where its queues keep their counters (an arena, never given back while in
+    # use). Neither belongs to one loader: the harness starts them before its leak baseline.
+    _heap_holder: Any = None
+
+    @classmethod
+    def loaderspec_process_helpers(cls) -> None:
+        import multiprocessing
+
+        from grain._src.python.ipc import shared_memory_array
+
+        shared_memory_array.SharedMemoryArray.enable_async_del(1)
+        if cls._heap_holder is None:
+            cls._heap_holder = multiprocessing.get_context("spawn").Value("i", 0, lock=False)
+
     def __iter__(self) -> Any:
         dl = self._torch
         draw_base_seed(dl)  # torch's iterator draws it before its sampler does

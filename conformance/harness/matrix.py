@@ -34,10 +34,12 @@ _MATRIX_STYLE = (
 
 
 def short_name(loader: str) -> str:
-    """A loader's column title: ``reference``, ``torch``, or an adapter's module name."""
-    module = loader.split(":", 1)[0]
+    """A loader's column title: ``reference``, ``torch``, or an adapter's module name (with its
+    class where the module has several loaders: ``torchdata_nodes.ThreadLoader``)."""
+    module, _, cls = loader.partition(":")
     if module.startswith("conformance.adapters."):
-        return module.rsplit(".", 1)[1]
+        name = module.rsplit(".", 1)[1]
+        return name if cls in ("", "Loader") else f"{name}.{cls}"
     return module.split(".", 1)[0]
 
 

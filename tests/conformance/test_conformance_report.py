@@ -195,3 +195,21 @@ def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> Non
     )
     width = int(done.stdout.split('data-w="', 1)[1].split('"', 1)[0])
     assert width <= WIDTH
+
+
+def test_two_loaders_of_one_adapter_module_get_two_column_titles() -> None:
+    from conformance.harness.matrix import short_name
+
+    names = [
+        "conformance.adapters.torchdata_nodes:ThreadLoader",
+        "conformance.adapters.torchdata_nodes:ProcessLoader",
+        "conformance.adapters.grain:Loader",
+        "torch.utils.data:DataLoader",
+    ]
+    titles = [short_name(x) for x in names]
+    assert titles == [
+        "torchdata_nodes.ThreadLoader",
+        "torchdata_nodes.ProcessLoader",
+        "grain",
+        "torch",
+    ]
