@@ -55,6 +55,8 @@ from typing import Any
 
 import torch
 
+from reference.arena import MainArena, WorkerArena
+
 __all__ = [
     "OOB_THRESHOLD",
     "TornMessage",
@@ -73,6 +75,7 @@ OOB_THRESHOLD = 64 * 1024
 
 KIND_INBAND = 0
 KIND_OOB = 1
+KIND_SLOTS = 2  # a flag on either kind: the pickle refers to arena slots (persistent ids)
 
 _I32 = struct.Struct("!i")
 _U64 = struct.Struct("!Q")
@@ -216,9 +219,13 @@ _DISPATCH: dict[type, Callable[[Any], Any]] = {
 # pack / unpack
 
 
-def _dumps(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
-    """Pickle ``obj``; return the stream and the buffers left out of it."""
+def _dumps(
+    obj: Any, arena: WorkerArena | None = None
+) -> tuple[bytes, list[pickle.PickleBuffer], list[int]]:
+    """Pickle ``obj``; return the stream, the buffers left out of it, and the arena slots it
+    refers to (one entry per reference)."""
     oob: list[pickle.PickleBuffer] = []
+    slots: list[int] = []
 
     def keep_in_band(buf: pickle.PickleBuffer) -> bool:
         # pickle's contract: a true return value keeps the buffer in the stream.
@@ -230,11 +237,52 @@ def _dumps(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
     stream = io.BytesIO()
     pickler = pickle.Pickler(stream, protocol=5, buffer_callback=keep_in_band)
     pickler.dispatch_table = _DISPATCH
+    if arena is not None:
+        pickler.persistent_id = _slot_refs(arena, slots)
     try:
         pickler.dump(obj)
     except Exception as exc:
         raise _unpicklable_error(obj, exc) from exc
-    return stream.getvalue(), oob
+    return stream.getvalue(), oob, slots
+
+
+def _slot_refs(arena: WorkerArena, slots: list[int]) -> Callable[[Any], Any]:
+    """The pickler's ``persistent_id``: a tensor in an arena slot (or a big one copied into a
+    free slot) travels as a reference to it (``reference/arena.py``); all else is pickled."""
+
+    def persistent_id(obj: Any) -> Any:
+        kind = type(obj)
+        if kind is not torch.Tensor and kind is not torch.nn.Parameter:
+            return None
+        if obj.requires_grad and not obj.is_leaf:
+            return None  # _reduce_tensor raises torch's error for it
+        ref = arena.ref(obj)
+        if ref is None and obj.nbytes >= OOB_THRESHOLD and _plain_strided_cpu(obj):
+            copy = arena.copy_in(obj.detach())
+            if copy is not None:
+                ref = arena.ref(copy)
+                assert ref is not None
+                ref = (*ref[:9], obj.requires_grad, kind is torch.nn.Parameter)
+        if ref is not None:
+            slots.append(ref[1])
+        return ref
+
+    return persistent_id
+
+
+def _pack(obj: Any, arena: WorkerArena | None) -> tuple[list[bytes | memoryview], list[int]]:
+    """``pack``, plus the arena slots the message refers to."""
+    stream, oob, slots = _dumps(obj, arena)
+    flags = KIND_SLOTS if slots else 0
+    if not oob:
+        return [bytes((KIND_INBAND | flags,)) + stream], slots
+    raws = [b.raw() for b in oob]
+    head = bytearray((KIND_OOB | flags,))
+    head += _OOB_HEAD.pack(len(raws), len(stream))
+    for raw in raws:
+        head += _U64.pack(raw.nbytes)
+    head += stream
+    return [bytes(head), *raws], slots
 
 
 def pack(obj: Any) -> list[bytes | memoryview]:
@@ -246,16 +294,7 @@ def pack(obj: Any) -> list[bytes | memoryview]:
     Raises:
         UnpicklableBatchError: ``obj`` holds something pickle refuses; nothing was produced.
     """
-    stream, oob = _dumps(obj)
-    if not oob:
-        return [bytes((KIND_INBAND,)) + stream]
-    raws = [b.raw() for b in oob]
-    head = bytearray((KIND_OOB,))
-    head += _OOB_HEAD.pack(len(raws), len(stream))
-    for raw in raws:
-        head += _U64.pack(raw.nbytes)
-    head += stream
-    return [bytes(head), *raws]
+    return _pack(obj, None)[0]
 
 
 def dumps(obj: Any) -> bytes:
@@ -361,14 +400,21 @@ def _grow_pipe(fd: int, message_bytes: int) -> None:
         pass
 
 
-def send(conn: Connection, obj: Any) -> None:
+def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
     """Send ``obj`` as one message on ``conn`` (see the module header for the format).
+
+    With ``arena`` (a worker's), tensors in its slots travel as references to them, and big
+    tensors are copied into a free slot rather than through the pipe.
 
     Raises:
         UnpicklableBatchError: nothing was written; ``conn`` is still usable.
         OSError: from the write (e.g. ``BrokenPipeError``); the message may be partly written.
     """
-    parts = pack(obj)
+    parts, slots = _pack(obj, arena)
+    if slots:
+        assert arena is not None
+        # Counted before the write: the reader may release them as soon as it has read it.
+        arena.sent(slots)
     if len(parts) == 1:
         # Small batch: Connection concatenates its header with the payload, one write.
         conn.send_bytes(parts[0])
@@ -404,15 +450,17 @@ def _readv_into(fd: int, buffers: list[memoryview]) -> None:
         _advance(views, got)
 
 
-def recv(conn: Connection) -> Any:
+def recv(conn: Connection, arena: MainArena | None = None) -> Any:
     """Receive one message sent by ``send`` and return the object.
 
-    Blocks until a message arrives (use ``conn.poll(timeout)`` first for a bound).
+    Blocks until a message arrives (use ``conn.poll(timeout)`` first for a bound). ``arena``:
+    the sender's (``MainArena``), for messages that refer to its slots.
 
     Raises:
         EOFError: the other end closed between messages.
         TornMessage: the other end died mid-message; the connection's framing is lost.
-        ValueError: the message is not one ``send`` made.
+        ValueError: the message is not one ``send`` made, or refers to slots and ``arena`` is
+            None.
     """
     fd = conn.fileno()
     (size,) = _I32.unpack(_read_exact(fd, 4, at_start=True))
@@ -421,14 +469,28 @@ def recv(conn: Connection) -> Any:
     kind = _read_exact(fd, 1, at_start=False)[0]
     if kind == KIND_INBAND:
         return pickle.loads(_read_exact(fd, size - 1, at_start=False))
-    if kind != KIND_OOB:
+    if kind & ~(KIND_OOB | KIND_SLOTS):
         raise ValueError(f"unknown transport payload kind {kind}")
+    if kind & KIND_SLOTS and arena is None:
+        raise ValueError("a message refers to shared-memory slots but no arena was given")
+    if not kind & KIND_OOB:
+        return _loads_slots(_read_exact(fd, size - 1, at_start=False), [], arena)
     count, stream_len = _OOB_HEAD.unpack(_read_exact(fd, _OOB_HEAD.size, at_start=False))
     lengths = struct.unpack(f"!{count}Q", _read_exact(fd, 8 * count, at_start=False))
     stream = _read_exact(fd, stream_len, at_start=False)
     buffers = [_fresh_buffer(n) for n in lengths]
     _readv_into(fd, buffers)
+    if kind & KIND_SLOTS:
+        return _loads_slots(stream, buffers, arena)
     return pickle.loads(stream, buffers=buffers)
+
+
+def _loads_slots(stream: bytes, buffers: list[memoryview], arena: MainArena | None) -> Any:
+    """Unpickle a stream whose persistent ids are slot references of ``arena``."""
+    assert arena is not None
+    unpickler = pickle.Unpickler(io.BytesIO(stream), buffers=buffers)
+    unpickler.persistent_load = arena.load  # type: ignore[assignment]
+    return unpickler.load()
 
 
 # --------------------------------------------------------------------------------------------

@@ -2,9 +2,11 @@
 
 Owns the choice of byte format for index and result messages; knows nothing of the protocol.
 ``reference/transport.py`` sends tensors as their raw bytes inside one pipe message (no shared
-memory, no file descriptor per tensor, unlike torch's ``ForkingPickler`` reductions, which is what
-makes torch's per-batch IPC slow and what runs out of descriptors). Swapping the format is the
-one assignment below (``_USE_TRANSPORT = False``: plain pickle, the fallback).
+memory segment and no file descriptor per tensor, unlike torch's ``ForkingPickler`` reductions,
+which is what makes torch's per-batch IPC slow and what runs out of descriptors), and big tensors
+as references to the worker's shared-memory slots (``reference/arena.py``). Swapping the format
+is the one assignment below (``_USE_TRANSPORT = False``: plain pickle, the fallback, which
+ignores the arena).
 """
 
 from __future__ import annotations
@@ -14,30 +16,31 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from reference import transport
+from reference.arena import MainArena, WorkerArena
 
 _USE_TRANSPORT = True
 
 
-def send(conn: Connection, obj: Any) -> None:
-    """Send one message (blocks while the pipe is full).
+def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
+    """Send one message (blocks while the pipe is full); a worker passes its ``arena``.
 
     Raises:
         TypeError: ``obj`` cannot be pickled; nothing was written.
         OSError: the reader is gone (``BrokenPipeError``).
     """
     if _USE_TRANSPORT:
-        transport.send(conn, obj)
+        transport.send(conn, obj, arena)
     else:
         conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def recv(conn: Connection) -> Any:
-    """Receive one message.
+def recv(conn: Connection, arena: MainArena | None = None) -> Any:
+    """Receive one message; ``arena``: the sending worker's, for batches in its slots.
 
     Raises:
         EOFError: the writer closed between messages.
         OSError: the writer died mid-message (a torn message), or the pipe is closed.
     """
     if _USE_TRANSPORT:
-        return transport.recv(conn)
+        return transport.recv(conn, arena)
     return pickle.loads(conn.recv_bytes())

@@ -38,6 +38,7 @@ from torch.utils.data._utils import worker as torch_worker
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 from reference import wire
+from reference.arena import WorkerArena
 from reference.core import Kind
 from reference.messages import (
     RESUME,
@@ -105,10 +106,10 @@ def _seed(base_seed: int, worker_id: int) -> int:
     return seed
 
 
-def _send(conn: Connection, result: Result, worker_id: int) -> None:
+def _send(conn: Connection, result: Result, worker_id: int, arena: WorkerArena | None) -> None:
     """WorkerPut: one result message. An unpicklable result is sent as its error instead."""
     try:
-        wire.send(conn, result.to_wire())
+        wire.send(conn, result.to_wire(), arena)
     except (TypeError, AttributeError, pickle.PicklingError):
         # Nothing was written (wire.send checks before writing): send the error in its place,
         # so the main process raises it in turn instead of waiting for a batch that never comes.
@@ -156,7 +157,10 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
     tracewriter.configure_from_env()  # before the watchdog may need it
     arm_parent_death(config.parent_pid, config.use_pdeathsig)
     index_conn, result_conn = channels.index, channels.result
+    arena = None if channels.arena is None else WorkerArena(channels.arena)
     try:
+        if arena is not None:
+            arena.install()  # default_collate's shared-memory batches go into its slots
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
@@ -229,7 +233,7 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, **fields)
                 # a put is logged before it happens
                 tracewriter.emit(Action.WORKER_PUT, kind=kind, **fields)
-            _send(result_conn, result, worker_id)
+            _send(result_conn, result, worker_id, arena)
             del result, r, task
     except KeyboardInterrupt:
         pass  # the main process handles ^C; a worker ends quietly
