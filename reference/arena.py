@@ -228,11 +228,14 @@ class _Slot:
 class WorkerArena:
     """The worker's side: takes slots for big allocations and describes tensors in them.
 
-    Its mappings last as long as the worker process."""
+    Its mappings last as long as it does (the worker's life), and so as long as any tensor
+    over a slot (whose finalizer holds it)."""
 
     def __init__(self, handle: ArenaHandle) -> None:
         self._fd = handle.fd
         self._counters = _Counters(self._fd)
+        self._mapped: list[np.ndarray] = [self._counters.page]
+        weakref.finalize(self, _unmap, self._mapped)
         self._slots: list[_Slot] = []
         self._by_address: dict[int, int] = {}  # a slot's address here -> the slot
         self._end = _HEADER_BYTES
@@ -286,6 +289,7 @@ class WorkerArena:
             mapped = _map(self._fd, capacity, self._end, populate=True)
         except OSError:
             return None  # out of memory or address space: the pipe will do
+        self._mapped.append(mapped)
         self._slots.append(_Slot(self._end, capacity, mapped))
         self._by_address[mapped.ctypes.data] = len(self._slots) - 1
         self._end += capacity
