@@ -12,6 +12,7 @@ lower bound (``> N s``, kept in ``Row.bound`` so the ratio is "more than")."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from bench.loaders import LOADERS
@@ -311,7 +312,12 @@ def ratio(label: str, unit: str, mine: Row, torch_row: Row, loader: str) -> Row:
     return Row(SECTION, name, None, "x", "n/a: no torch figure")
 
 
-def rows(loaders: dict[str, str | None], quick: bool, deadline_s: float) -> list[Row]:
+def rows(
+    loaders: dict[str, str | None],
+    quick: bool,
+    deadline_s: float,
+    progress: Callable[[str], None] = lambda _text: None,
+) -> list[Row]:
     """Every fault figure for every loader, then ratios to torch; unavailable loaders get n/a."""
     runs_death = 1 if quick else 10
     runs_other = 1 if quick else 2
@@ -337,9 +343,11 @@ def rows(loaders: dict[str, str | None], quick: bool, deadline_s: float) -> list
     ]
     out: list[Row] = []
     ratios: list[Row] = []
-    for labels, measure in measures:
+    for step, (labels, measure) in enumerate(measures, 1):
         found: dict[str, list[Row]] = {}
         for loader, missing in loaders.items():
+            if not missing:
+                progress(f"faults [{step}/{len(measures)}] {labels[0][0]} ({loader})")
             if missing:
                 found[loader] = [
                     Row(SECTION, f"{label} ({loader})", None, unit, f"n/a: {missing}")

@@ -376,7 +376,7 @@ class MultiProcessingIter(BaseIter):
             message = message.to_wire()
         # A dead worker's pipe raises BrokenPipeError: its sentinel reports it on the next wait.
         with contextlib.suppress(OSError):
-            wire.send(self._index_conns[worker], message)
+            wire.send_index(self._index_conns[worker], message)
 
     # -------------------------------------------------------- port: receive -----------------
     def wait(self) -> Event:

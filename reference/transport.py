@@ -66,6 +66,7 @@ __all__ = [
     "pack",
     "recv",
     "send",
+    "send_plain",
     "unpack",
 ]
 
@@ -76,6 +77,7 @@ OOB_THRESHOLD = 64 * 1024
 KIND_INBAND = 0
 KIND_OOB = 1
 KIND_SLOTS = 2  # a flag on either kind: the pickle refers to arena slots (persistent ids)
+_INBAND = bytes((KIND_INBAND,))
 
 _I32 = struct.Struct("!i")
 _U64 = struct.Struct("!Q")
@@ -400,6 +402,16 @@ def _grow_pipe(fd: int, message_bytes: int) -> None:
         pass
 
 
+def send_plain(conn: Connection, obj: Any) -> None:
+    """Send ``obj`` (no big buffers in it: an index message) as plain pickle in one message
+    that ``recv`` reads; ~0.4 us to pickle a task against ~3 us through ``send``'s table.
+
+    Raises:
+        OSError: from the write (e.g. ``BrokenPipeError``).
+    """
+    conn.send_bytes(_INBAND + pickle.dumps(obj, protocol=5))
+
+
 def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
     """Send ``obj`` as one message on ``conn`` (see the module header for the format).
 
@@ -463,10 +475,13 @@ def recv(conn: Connection, arena: MainArena | None = None) -> Any:
             None.
     """
     fd = conn.fileno()
-    (size,) = _I32.unpack(_read_exact(fd, 4, at_start=True))
-    if size == -1:
-        (size,) = _U64.unpack(_read_exact(fd, 8, at_start=False))
-    kind = _read_exact(fd, 1, at_start=False)[0]
+    # The length and the kind byte in one read (every payload has its kind byte).
+    head = _read_exact(fd, 5, at_start=True)
+    (size,) = _I32.unpack_from(head)
+    kind = head[4]
+    if size == -1:  # 2 GiB or more: an 8-byte length, whose first byte we have read
+        (size,) = _U64.unpack(head[4:] + _read_exact(fd, 7, at_start=False))
+        kind = _read_exact(fd, 1, at_start=False)[0]
     if kind == KIND_INBAND:
         return pickle.loads(_read_exact(fd, size - 1, at_start=False))
     if kind & ~(KIND_OOB | KIND_SLOTS):

@@ -34,6 +34,19 @@ def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
         conn.send_bytes(pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
+def send_index(conn: Connection, message: Any) -> None:
+    """Send an index-queue message (a task's ``(idx, index)``, RESUME or SENTINEL).
+
+    Raises:
+        TypeError: ``message`` cannot be pickled; nothing was written.
+        OSError: the reader is gone (``BrokenPipeError``).
+    """
+    if _USE_TRANSPORT:
+        transport.send_plain(conn, message)
+    else:
+        conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def recv(conn: Connection, arena: MainArena | None = None) -> Any:
     """Receive one message; ``arena``: the sending worker's, for batches in its slots.
 

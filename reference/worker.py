@@ -38,7 +38,7 @@ from torch.utils.data._utils import worker as torch_worker
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 from reference import wire
-from reference.arena import WorkerArena
+from reference.arena import WorkerArena, small_batches_private
 from reference.core import Kind
 from reference.messages import (
     RESUME,
@@ -170,12 +170,16 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         )
         iterable = config.dataset_kind == _DatasetKind.Iterable
 
+        collate_fn = config.collate_fn
+        if arena is not None:  # big batches go to its slots; small ones stay private
+            collate_fn = small_batches_private(collate_fn)
+
         def new_fetcher() -> Any:
             return _DatasetKind.create_fetcher(
                 config.dataset_kind,
                 config.dataset,
                 config.auto_collation,
-                config.collate_fn,
+                collate_fn,
                 config.drop_last,
             )
 
