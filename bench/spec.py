@@ -25,7 +25,7 @@ BASE_MODEL = "MCQuickMap"
 def sweeps(quick: bool) -> dict[str, list[int]]:
     """constant -> the values it takes (the others keep the base model's)."""
     if quick:
-        return {"NumWorkers": [1, 2]}
+        return {"NumWorkers": [1]}  # one small model: the smoke run checks the path
     return {"NumWorkers": [1, 2, 3], "PrefetchFactor": [1, 2, 3], "NumTasks": [2, 3, 4, 5]}
 
 
