@@ -9,9 +9,11 @@ public ones at one boundary (``_public_error``).
 
 Channels (why not torch's queues): one index pipe and one result pipe per worker. A pipe send is a
 syscall in the calling thread (no feeder thread to flush or to lose a message at exit), results
-carry tensors as bytes (``reference/wire.py``) instead of one shared-memory segment and one fd per
-tensor, and a single ``poll`` on the result pipes *and* the workers' sentinels wakes the reader on
-a result or a death alike: death is noticed in microseconds, not at torch's 5 s status check.
+carry small tensors as bytes and big ones as references to the worker's shared-memory slots
+(``reference/wire.py``, ``reference/arena.py``: one anonymous memfd per worker, made here and
+closed at shutdown) instead of one shared-memory segment and one fd per tensor, and a single
+``poll`` on the result pipes *and* the workers' sentinels wakes the reader on a result or a
+death alike: death is noticed in microseconds, not at torch's 5 s status check.
 
 Shutdown IO (the order is the core's, docs/architecture.md): the pin thread is told under its
 lock and woken by a wake-up pipe, because it reads the result pipes the workers are about to

@@ -19,10 +19,16 @@ covers:
   ``readv`` straight into a fresh, 64-byte-aligned torch allocation that becomes the received
   tensor's storage. No copy in user space on either side.
 
-Nothing goes through ``/dev/shm``, so nothing can leak there whoever dies when. For large
-batches a pipe grown to 1 MiB (``_grow_pipe``) measured as fast as or faster than torch's
-shared-memory reducer (4 x 1 MB: ~3.5-6 ms per batch against ~6 ms, 2 loaded cores; see
-docs/bench.md), so there is no shared-memory path: it would add a leak risk for no gain.
+* with a worker's arena (``send(..., arena)``, ``reference/arena.py``), a tensor that lives in
+  one of the worker's shared-memory slots (``default_collate`` wrote the batch there) travels
+  as a reference to the slot (a pickle persistent id), and another big tensor is copied into a
+  free slot (one copy instead of the pipe's two); ``recv(..., arena)`` builds the tensor over
+  the main process's mapping of the slot. No slot free: the pipe, as above.
+
+Nothing goes through ``/dev/shm``: the slots are an anonymous memfd, so nothing can leak there
+whoever dies when. Without slots, a pipe grown to 1 MiB (``_grow_pipe``) carries a 4 MB batch in
+~3.5-6 ms (2 loaded cores), about torch's shared-memory reducer; with them a 1 MB-item epoch
+costs the collate's one copy per byte.
 
 The reduction lives in a *private* ``dispatch_table`` on our own ``Pickler``: torch's global
 ``ForkingPickler`` registrations are neither used nor touched, so torch's own loader running in
@@ -35,7 +41,9 @@ a message read with ``conn.recv_bytes()``. The payload is one kind byte, then:
 
 * ``KIND_INBAND``: the pickle stream;
 * ``KIND_OOB``: ``!IQ`` (number of out-of-band buffers, pickle length), one ``!Q`` length per
-  buffer, the pickle stream, then the buffers in order.
+  buffer, the pickle stream, then the buffers in order;
+* either with the ``KIND_SLOTS`` flag: the pickle's persistent ids are slot references, which
+  only ``recv`` with the sender's arena can resolve.
 
 A message cut short (the sender died mid-write) raises ``TornMessage`` (an ``OSError``, as
 ``Connection`` raises), which is not ``EOFError`` (the sender closed between messages).

@@ -129,3 +129,23 @@ def test_release_from_another_thread():
     t.join()
     for i, batch in enumerate(it, start=1):
         assert torch.equal(batch, _expected(i))
+
+
+class Batches(Dataset[torch.Tensor]):
+    """Whole batches made by the dataset (batch_size=None): not collated, so not in a slot
+    until the transport copies them into one."""
+
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return _expected(i).clone()
+
+
+def test_uncollated_big_tensors_are_copied_into_slots():
+    seen = list(DataLoader(Batches(), batch_size=None, num_workers=2))
+    assert len(seen) == 12
+    assert _mapped() > 0, "the batches are read from the workers' slots"
+    for i, batch in enumerate(seen):
+        assert torch.equal(batch, _expected(i))
+        assert batch.is_contiguous()
