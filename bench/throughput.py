@@ -37,6 +37,9 @@ from faultinject import loaders, processes, sandbox
 
 SECTION = "throughput"
 PEERS_EXCLUDED = ("torch", "reference")  # the rest are the peers the reference is ranked against
+# A workload's epoch is cut at this many seconds after its first batch (quick: True): a slow
+# loader is measured over the batches it gave by then, so one loader cannot hold up the run.
+MAX_EPOCH_S = {False: 10.0, True: 2.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,9 +140,11 @@ def _sample(me: psutil.Process) -> tuple[int, int, int, int]:
     return rss, me.num_fds(), me.num_threads(), len(kids)
 
 
-def _one(loader_cls: type, work: Workload) -> dict[str, Any]:
+def _one(loader_cls: type, work: Workload, max_s: float) -> dict[str, Any]:
     """One epoch of ``work``: batches/s from the first batch to the last, CPU per batch, and
-    the peaks of the loader's resources, sampled about 10 times during the epoch."""
+    the peaks of the loader's resources, sampled about 10 times during the epoch. A loader
+    still going ``max_s`` after its first batch is measured over the batches it gave by then
+    (and the epoch left early)."""
     me = psutil.Process()
     before = {p.pid for p in processes.children()}
     fds_before = me.num_fds()
@@ -153,6 +158,7 @@ def _one(loader_cls: type, work: Workload) -> dict[str, Any]:
     first = last = None
     main_first = main_cpu = 0.0
     count = 0
+    _batch = None
     for _batch in it:
         count += 1
         if first is None:
@@ -160,9 +166,11 @@ def _one(loader_cls: type, work: Workload) -> dict[str, Any]:
             main_first = _self_cpu_s()
         if count % every == 0:
             peaks = tuple(map(max, peaks, _sample(me)))  # type: ignore[assignment]
-        if count == work.batches:  # the rate stops at the last batch, before the shutdown
+        if count == work.batches or time.perf_counter() - first > max_s:
+            # the rate stops at the last batch, before the shutdown
             last = time.perf_counter()
             main_cpu = _self_cpu_s() - main_first
+            break
     if last is None:  # fewer batches than asked (a loader that lost some): up to the end
         last = time.perf_counter()
         main_cpu = _self_cpu_s() - main_first
@@ -172,6 +180,7 @@ def _one(loader_cls: type, work: Workload) -> dict[str, Any]:
     workers_cpu = _children_cpu_s() - kids_before
     return {
         "batches": count,
+        "cut_short": count < work.batches,
         "batches_per_s": (count - 1) / (last - first) if first is not None and count > 1 else None,
         "first_batch_s": (first - start) if first is not None else None,
         "main_cpu_per_batch_s": main_cpu / (count - 1) if count > 1 else None,
@@ -185,24 +194,24 @@ def _one(loader_cls: type, work: Workload) -> dict[str, Any]:
     }
 
 
-def measure(loader: str, works: list[Workload]) -> dict[str, Any]:
+def measure(loader: str, works: list[Workload], max_s: float) -> dict[str, Any]:
     """The sandbox target: every workload against ``loader``; workload name -> figures (or a
     reason string, for a loader that fails or refuses one)."""
     loader_cls = loaders.resolve(loader)
     results: dict[str, Any] = {}
     for work in works:
         try:
-            results[work.name] = _one(loader_cls, work)
+            results[work.name] = _one(loader_cls, work, max_s)
         except Exception as exc:  # a failing loader is a row with a reason, not a dead bench
             results[work.name] = na(exc)
     return results
 
 
-def _run(loader: str, works: list[Workload], deadline_s: float) -> dict[str, Any]:
+def _run(loader: str, works: list[Workload], deadline_s: float, max_s: float) -> dict[str, Any]:
     """One fresh interpreter running every workload; workload -> figures (or a reason). What
     the run left behind (processes, fds, /dev/shm entries) is under the key ``"left"``."""
     report = sandbox.run(
-        measure, LOADERS[loader], works, deadline_s=deadline_s * len(works), start="spawn"
+        measure, LOADERS[loader], works, max_s, deadline_s=deadline_s * len(works), start="spawn"
     )
     if report.outcome == "returned" and isinstance(report.value, dict):
         left = [
@@ -232,6 +241,7 @@ def run_all(
     """Every workload (or those named in ``only``) for every available loader, ``repeats``
     times, loaders alternating."""
     works = [w for w in workloads(quick) if not only or w.name in only]
+    max_s = MAX_EPOCH_S[quick]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, miss in names.items() if not miss}
     total = repeats * len(runs)
     step = 0
@@ -239,7 +249,7 @@ def run_all(
         for loader in runs:
             step += 1
             progress(f"throughput [{step}/{total}] {loader}, run {repeat + 1} of {repeats}")
-            runs[loader].append(_run(loader, works, deadline_s))
+            runs[loader].append(_run(loader, works, deadline_s, max_s))
     return works, runs
 
 
@@ -264,6 +274,7 @@ def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> d
             per[loader] = {
                 "runs": len(rates),
                 "batches": figures[0]["batches"],
+                "cut_short": any(f.get("cut_short") for f in figures),
                 "min": min(rates),
                 "median": med(rates),
                 "max": max(rates),
@@ -292,9 +303,10 @@ def rows(works: list[Workload], summary: dict[str, Any], names: dict[str, str | 
             if isinstance(fig, str):
                 out.append(Row(SECTION, name, None, "batches/s", fig))
                 continue
+            cut = " (epoch cut short)" if fig.get("cut_short") else ""
             note = (
                 f"median of {fig['runs']}, {fig['min']:,.0f}-{fig['max']:,.0f}; {fig['batches']} "
-                f"batches; first batch {fig['first_batch_s']:.2f} s; CPU "
+                f"batches{cut}; first batch {fig['first_batch_s']:.2f} s; CPU "
                 f"{fig['main_cpu_us'] + fig['workers_cpu_us']:,.0f} us/batch"
             )
             if work.num_workers:
