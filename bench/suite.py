@@ -1,27 +1,24 @@
-"""The conformance suite's wall time per loader: `pytest conformance --loader=X`, timed.
+"""The conformance suite's wall time per loader: `loaderspec report`'s run of the suite, timed.
 
-Each loader's suite runs in its own pytest process (the plugin's `--loader`), one after the
-other; its outcome counts are read from pytest's summary line. Minutes per loader, so this
-section runs only when asked (`--only suite`).
+Each loader's suite runs in its own pytest process through `loaderspec.report.run_one` (the one
+way the project runs the suite for a loader: bounded, killed by pid on timeout), one loader after
+the other; the outcome counts come from its report.json (`conformance.harness.report.counts`).
+Minutes per loader, so this section runs only when asked (`--only suite`).
 """
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from bench.loaders import LOADERS
 from bench.rows import Row
-from faultinject import processes
+from conformance.harness.report import counts
+from loaderspec.report import run_one, slug
 
 SECTION = "suite"
-ROOT = Path(__file__).resolve().parents[1]
-_COUNTS = re.compile(r"(\d+) (passed|failed|skipped|error|errors|xfailed)")
 
 
 def rows(
@@ -29,31 +26,19 @@ def rows(
 ) -> list[Row]:
     """One row per loader: the suite's wall time, with its outcome counts in the note."""
     out = []
-    for i, (loader, missing) in enumerate(names.items(), 1):
-        name = f"conformance suite wall time ({loader})"
-        if missing:
-            out.append(Row(SECTION, name, None, "s", f"n/a: {missing}"))
-            continue
-        progress(f"suite [{i}/{len(names)}] pytest conformance --loader={LOADERS[loader]}")
-        cmd = [sys.executable, "-m", "pytest", "conformance", "-q", "-p", "no:cacheprovider"]
-        started = time.monotonic()
-        proc = subprocess.Popen(
-            [*cmd, f"--loader={LOADERS[loader]}"],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        try:
-            text, _ = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            processes.kill_tree(proc.pid)
-            proc.communicate()
-            out.append(Row(SECTION, name, None, "s", f"> {timeout_s:g} s: killed by the bench"))
-            continue
-        took = time.monotonic() - started
-        summary = [ln for ln in text.splitlines() if _COUNTS.search(ln)][-1:]
-        counts = ", ".join(f"{n} {w}" for n, w in _COUNTS.findall(summary[0])) if summary else ""
-        out.append(Row(SECTION, name, took, "s", counts or f"exit {proc.returncode}"))
+    with tempfile.TemporaryDirectory(prefix="loaderspec-bench-suite-") as tmp:
+        for i, (loader, missing) in enumerate(names.items(), 1):
+            name = f"conformance suite wall time ({loader})"
+            if missing:
+                out.append(Row(SECTION, name, None, "s", f"n/a: {missing}"))
+                continue
+            progress(f"suite [{i}/{len(names)}] pytest conformance --loader={LOADERS[loader]}")
+            started = time.monotonic()
+            results = run_one(LOADERS[loader], Path(tmp) / slug(loader), False, timeout_s)
+            took = time.monotonic() - started
+            if results is None:
+                out.append(Row(SECTION, name, None, "s", f"n/a: no report within {took:.0f} s"))
+                continue
+            found = ", ".join(f"{n} {k}" for k, n in counts(results["cases"]).items())
+            out.append(Row(SECTION, name, took, "s", found))
     return out

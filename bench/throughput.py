@@ -214,17 +214,7 @@ def _run(loader: str, works: list[Workload], deadline_s: float, max_s: float) ->
         measure, LOADERS[loader], works, max_s, deadline_s=deadline_s * len(works), start="spawn"
     )
     if report.outcome == "returned" and isinstance(report.value, dict):
-        left = [
-            f"{what}: {len(items)}"
-            for what, items in (
-                ("processes", report.lingering),
-                ("zombies", report.zombies),
-                ("fds", report.leaked_fds),
-                ("shm", report.leaked_shm),
-            )
-            if items
-        ]
-        return {**report.value, "left": ", ".join(left)}
+        return {**report.value, "left": report.leftovers()}
     error = (report.error or report.outcome).strip().splitlines()[-1:] or [report.outcome]
     reason = f"n/a: no result within {deadline_s:g} s per workload: {error[0][:200]}"
     return {**dict.fromkeys((work.name for work in works), reason), "left": ""}
