@@ -394,6 +394,13 @@ def _writev_all(fd: int, buffers: list[bytes | memoryview]) -> None:
         _advance(views, os.writev(fd, views[:_IOV_MAX]))
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (a pipe write above PIPE_BUF may be partial; a full pipe blocks)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _grow_pipe(fd: int, message_bytes: int) -> None:
     """Enlarge a pipe's kernel buffer (64 KiB by default) towards ``PIPE_TARGET_BYTES``.
 
@@ -417,7 +424,8 @@ def send_plain(conn: Connection, obj: Any) -> None:
     Raises:
         OSError: from the write (e.g. ``BrokenPipeError``).
     """
-    conn.send_bytes(_INBAND + pickle.dumps(obj, protocol=5))
+    payload = pickle.dumps(obj, protocol=5)
+    _write_all(conn.fileno(), _frame_header(len(payload) + 1) + _INBAND + payload)
 
 
 def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
@@ -436,8 +444,9 @@ def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
         # Counted before the write: the reader may release them as soon as it has read it.
         arena.sent(slots)
     if len(parts) == 1:
-        # Small batch: Connection concatenates its header with the payload, one write.
-        conn.send_bytes(parts[0])
+        # Small batch: the frame header and the payload in one write (what Connection.send_bytes
+        # does, without its Python layers: ~2 us a message).
+        _write_all(conn.fileno(), _frame_header(len(parts[0])) + parts[0])
         return
     total = sum(len(p) for p in parts)
     fd = conn.fileno()
