@@ -89,6 +89,8 @@ def _death(r: Run) -> dict[str, Any]:
     killed = r.first("killed")
     if killed is None:
         return {"outcome": "failed", "error": "no worker was killed"}
+    if not killed["value"]:  # threads, or a pool the driver cannot see: nothing to kill
+        return {"outcome": "no workers", "error": "the loader started no worker processes"}
     after = [e for e in r.calls() if e["t"] >= killed["t"]]
     first = next((i for i, e in enumerate(after) if e["kind"] != "batch"), None)
     if first is None:
@@ -135,6 +137,12 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
                 Row(SECTION, later_name, None, "ms", reason),
             ]
         seen = _death(r)
+        if seen["outcome"] == "no workers":  # the same in every run: say so after the first
+            reason = f"n/a: {seen['error']}"
+            return [
+                Row(SECTION, name, None, "ms", reason),
+                Row(SECTION, later_name, None, "ms", reason),
+            ]
         if seen["outcome"] == "hung":
             hangs += 1
         elif seen["outcome"] == "raised":
