@@ -25,6 +25,7 @@ SECTION = "faults"
 STARTUP_S = 30.0  # a spawned child's loader starting its workers on 2 loaded cores
 LATER_CALLS = 20  # next() calls after the worker-death error
 DEATH_ITEM_S = 0.02  # every item takes this long: the workers always have a task in hand
+HANGS_TO_STOP = 2  # worker death: stop a loader's runs once this many have all hung
 
 
 def _play(loader: str, plan: Plan, deadline_s: float, **kw: Any) -> Run:
@@ -128,7 +129,11 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
     failed: list[str] = []
     later = {"raised": 0, "batches": 0, "StopIteration": 0, "hung": 0}
     handed_out = 0
+    done = 0
     for _ in range(runs):
+        if done >= HANGS_TO_STOP and hangs + later["hung"] == done:
+            break  # every run so far waited out its deadline: more would only wait again
+        done += 1
         r = _play(loader, _death_plan(), STARTUP_S + 2 * deadline_s)
         reason = _failed(r)
         if reason:
@@ -157,12 +162,14 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
             silent += 1
         else:
             failed.append(na(seen["error"]))
-    if failed and len(failed) == runs:
+    if failed and len(failed) == done:
         return [
             Row(SECTION, name, None, "ms", failed[0]),
             Row(SECTION, later_name, None, "ms", failed[0]),
         ]
-    detail = f"{runs} runs: {len(latencies)} raised, {hangs} hung > {deadline_s:g} s"
+    detail = f"{done} runs: {len(latencies)} raised, {hangs} hung > {deadline_s:g} s"
+    if done < runs:
+        detail += f" (stopped after {done}: every one hung)"
     if silent:
         detail += f", {silent} ended silently (StopIteration)"
     if failed:
