@@ -11,40 +11,49 @@ import importlib
 import inspect
 import pkgutil
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import conformance.cases
 
 BEGIN, END = "<!-- cases:begin -->", "<!-- cases:end -->"
 
 
-def cases() -> list[tuple[str, str, list[str], str, str]]:
-    """(file, case, properties, description, guards) for every case, in file order."""
-    rows = []
+def functions() -> Iterator[tuple[str, Callable[..., Any]]]:
+    """(case file's module name, case function) for every case of the suite, in file order."""
     for info in sorted(pkgutil.iter_modules(conformance.cases.__path__), key=lambda m: m.name):
         if not info.name.startswith("test_"):
             continue
         module = importlib.import_module(f"conformance.cases.{info.name}")
         for name, fn in inspect.getmembers(module, inspect.isfunction):
-            if not name.startswith("test_") or fn.__module__ != module.__name__:
-                continue
-            props = [
-                p
-                for m in getattr(fn, "pytestmark", [])
-                if m.name == "spec_property"
-                for p in m.args
-            ]
-            doc = inspect.getdoc(fn) or ""
-            guards = re.search(r"Guards: (.*)", " ".join(doc.split()))
-            rows.append(
-                (
-                    f"{info.name}.py",
-                    name,
-                    props,
-                    " ".join(doc.split("\n\n")[0].split()),
-                    guards.group(1) if guards else "",
-                )
-            )
+            if name.startswith("test_") and fn.__module__ == module.__name__:
+                yield info.name, fn
+
+
+def properties(fn: Callable[..., Any]) -> list[str]:
+    """The spec properties a case function is marked with, in marker order."""
+    return [p for m in getattr(fn, "pytestmark", []) if m.name == "spec_property" for p in m.args]
+
+
+def guards(fn: Callable[..., Any]) -> str:
+    """The public issues a case guards against: its docstring's ``Guards:`` line ("" if none)."""
+    found = re.search(r"Guards: (.*)", " ".join((inspect.getdoc(fn) or "").split()))
+    return found.group(1) if found else ""
+
+
+def failure_modes(guards_line: str) -> list[str]:
+    """The FAILURE-MODES.md entry ids (``B1``, ``G2``) a ``Guards:`` line names."""
+    return list(dict.fromkeys(re.findall(r"\b([A-K]\d+)\b", guards_line)))
+
+
+def cases() -> list[tuple[str, str, list[str], str, str]]:
+    """(file, case, properties, description, guards) for every case, in file order."""
+    rows = []
+    for module, fn in functions():
+        doc = inspect.getdoc(fn) or ""
+        description = " ".join(doc.split("\n\n")[0].split())
+        rows.append((f"{module}.py", fn.__name__, properties(fn), description, guards(fn)))
     return rows
 
 

@@ -1,16 +1,26 @@
-"""Choosing the loader under test: ``--loader``, ``LOADERSPEC_LOADER``, ini ``loaderspec_loader``.
+"""Choosing the loader under test: ``--conformance-loader`` (or ``--loader``),
+``LOADERSPEC_LOADER``, ini ``loaderspec_loader``, else the reference loader.
 
 Precedence: the command-line option, then the environment variable, then the ini key, then the
-default (the reference loader). Importing the choice is ``faultinject.loaders.resolve``'s job
-(the one resolver of ``pkg.mod:Class`` names); its messages name the value, where it came from
-and the fix. The message constants are imported by the plugin's tests, so the wording users see
-cannot drift from what the tests check.
+default. Importing the choice is ``faultinject.loaders.resolve``'s job (the one resolver of
+``pkg.mod:Class`` names); its messages name the value, where it came from and the fix. The
+directory pytest was started from is importable (``importable_from``), as it is for
+``python -m pytest``, so a loader module beside the user needs no ``PYTHONPATH``.
+
+A set environment variable that looks like one of loaderspec's but is not (``misspelled``) must
+not silently leave the choice to the default: the plugin refuses such a run (and warns when the
+loader was named another way). The message constants are imported by the plugin's tests, so the
+wording users see cannot drift from what the tests check.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from faultinject import loaders
 from faultinject.loaders import (
@@ -21,33 +31,72 @@ from faultinject.loaders import (
     MSG_NOT_CALLABLE,
     LoaderRefError,
 )
-from loaderspec.vocabulary import LOADER_ENV
+from loaderspec.vocabulary import (
+    DEFAULT_LOADER,
+    LOADER_ENV,
+    LOADER_INI,
+    LOADER_OPTION,
+    LOADER_SHORT_OPTION,
+)
 
 __all__ = [
     "DEFAULT",
     "ENV_VAR",
     "FIX",
     "INI_KEY",
+    "KNOWN_ENV",
     "MSG_MALFORMED",
+    "MSG_MISSPELLED",
     "MSG_NOT_CALLABLE",
     "MSG_NO_ATTR",
     "MSG_NO_MODULE",
     "OPTION",
+    "SHORT_OPTION",
     "Choice",
     "LoaderRefError",
     "choose",
+    "importable_from",
+    "misspelled",
     "resolve",
 ]
 
-OPTION = "--loader"
 ENV_VAR = LOADER_ENV
-INI_KEY = "loaderspec_loader"
-DEFAULT = "reference:DataLoader"
+DEFAULT = DEFAULT_LOADER
+INI_KEY = LOADER_INI
+OPTION = LOADER_OPTION
+SHORT_OPTION = LOADER_SHORT_OPTION
 
-SOURCE_OPTION = "option --loader"
+SOURCE_OPTION = f"option {OPTION}"
+SOURCE_SHORT_OPTION = f"option {SHORT_OPTION}"
 SOURCE_ENV = f"env {ENV_VAR}"
 SOURCE_INI = f"ini {INI_KEY}"
 SOURCE_DEFAULT = "default"
+
+# Every environment variable loaderspec (its tools, tests and scripts) reads; a test checks the
+# tree names no other LOADERSPEC_* variable.
+KNOWN_ENV = frozenset(
+    {
+        ENV_VAR,
+        "LOADERSPEC_BROKEN_PLAN",
+        "LOADERSPEC_CACHE_DIR",
+        "LOADERSPEC_EXTRAS",
+        "LOADERSPEC_FORCE_PIN_THREAD",
+        "LOADERSPEC_NIGHTLY",
+        "LOADERSPEC_SCREENSHOTS",
+        "LOADERSPEC_TRACE_DIR",
+        "LOADERSPEC_TRACE_RUNS",
+    }
+)
+MSG_MISSPELLED = (
+    "environment variable {names} is not one loaderspec reads{near}; no loader was named "
+    "otherwise, so this run would silently check the default loader ({default}): fix the "
+    "variable's name, or name the loader with {option}"
+)
+MSG_MISSPELLED_WARNING = "environment variable {names} is not one loaderspec reads{near}"
+NO_MODULE_HINT = (
+    " (the directory pytest started in, {cwd}, is importable; a module elsewhere needs "
+    "PYTHONPATH=its folder, or pip install)"
+)
 
 
 @dataclass(frozen=True)
@@ -58,11 +107,18 @@ class Choice:
     source: str
 
 
-def choose(option: str | None, ini: str | None, environ: dict[str, str] | None = None) -> Choice:
-    """Apply the precedence: option > environment > ini > default."""
+def choose(
+    option: str | None,
+    ini: str | None,
+    environ: Mapping[str, str] | None = None,
+    short_option: str | None = None,
+) -> Choice:
+    """Apply the precedence: option (long, then short) > environment > ini > default."""
     env = os.environ if environ is None else environ
     if option:
         return Choice(option, SOURCE_OPTION)
+    if short_option:
+        return Choice(short_option, SOURCE_SHORT_OPTION)
     if env.get(ENV_VAR):
         return Choice(env[ENV_VAR], SOURCE_ENV)
     if ini:
@@ -70,10 +126,40 @@ def choose(option: str | None, ini: str | None, environ: dict[str, str] | None =
     return Choice(DEFAULT, SOURCE_DEFAULT)
 
 
-def resolve(choice: Choice) -> type:
+def misspelled(environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:
+    """Set variables that look like loaderspec's but are not (named LOADERSPEC*, or close to
+    ``LOADERSPEC_LOADER``), and a hint naming the nearest known one ("" if none)."""
+    env = os.environ if environ is None else environ
+    unknown = sorted(
+        name
+        for name in env
+        if name not in KNOWN_ENV
+        and (
+            name.upper().startswith("LOADERSPEC")
+            or difflib.SequenceMatcher(None, name.upper(), ENV_VAR).ratio() >= 0.85
+        )
+    )
+    near = {m for name in unknown for m in difflib.get_close_matches(name, KNOWN_ENV, n=1)}
+    hint = f" (did you mean {', '.join(sorted(near))}?)" if near else ""
+    return unknown, hint
+
+
+def importable_from(directory: Path) -> None:
+    """Put ``directory`` (where pytest started) at the end of ``sys.path``, so that the user's
+    own modules there are importable without shadowing anything installed."""
+    if str(directory) not in sys.path:
+        sys.path.append(str(directory))
+
+
+def resolve(choice: Choice, cwd: Path | None = None) -> type:
     """Import the loader class named by ``choice``.
 
     Raises:
         LoaderRefError: malformed reference, missing module or attribute, or not callable.
     """
-    return loaders.resolve(choice.value, choice.source)
+    try:
+        return loaders.resolve(choice.value, choice.source)
+    except LoaderRefError as exc:
+        if cwd is not None and "cannot import module" in str(exc):
+            raise LoaderRefError(str(exc) + NO_MODULE_HINT.format(cwd=cwd)) from None
+        raise

@@ -1,34 +1,54 @@
-"""pytest11 entry point of the conformance suite (``loaderspec_conformance``).
+"""The conformance run: the loader, every case's graded outcome, the report and the verdict.
 
-Loaded in every pytest session of an environment where loaderspec is installed, so it stays cheap
-and silent unless the session is a conformance run: ``--loader`` or ``--conformance-report`` was
-given, or a collected path lies inside the ``conformance`` package. Only then is the loader
-imported (bad values raise ``pytest.UsageError`` naming the value, its source and the fix), the
-header line printed, and a ``ConformanceRun`` registered: the plugin object that holds the run's
-state (the loader, every case's graded outcome) and writes the report.
+``loaderspec.pytest_plugin`` (the pytest11 entry point) calls ``start`` once it knows the session
+is a conformance run. ``start`` chooses and imports the loader (bad values raise
+``pytest.UsageError`` naming the value, its source and the fix), reads the expectation file,
+and registers this module (the ``loader_cls`` and ``grade`` fixtures and the per-case hooks) and
+a ``ConformanceRun`` (the run's state, the report, the verdict).
 
-Outcomes: a failed case is FAIL, a skipped one SKIP (with its reason), a passed case that recorded
-a SHOULD deviation through the ``grade`` fixture is NON-STRICT, any other passed case PASS.
+Grading happens where a case runs (the pytest process, or an xdist worker): a failed phase is
+FAIL, a skipped one SKIP (with its reason), a passed case that recorded a SHOULD deviation
+through ``grade`` NON-STRICT, any other PASS. The teardown report carries the case's record
+(``report.loaderspec_case``: id, properties, outcome, figures...) and the same as flat JUnit
+properties (``loaderspec_grade``, ``loaderspec_properties``...); the ``ConformanceRun`` builds
+``report.json`` from those records only, so a run under pytest-xdist reports what a plain run
+does. An expected FAIL (``--conformance-expect``) is shown as pytest's xfail, an expected FAIL
+that passed as XPASS ("fixed"). With ``--conformance-repeat=N`` each case runs N times and the
+worst run is the one reported, with how many runs had which outcome.
+
 ``report.json`` is rewritten after every case (a run killed at its time limit still reports what
-it finished); ``report.md`` and ``report.html`` are rendered once, when the run ends.
+it finished), and a stale one is removed when the run starts; ``report.md`` and ``report.html``
+are rendered once, when the run ends.
 """
 
 from __future__ import annotations
 
 import datetime
 import sys
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _pytest.runner import runtestprotocol
 
-from conformance import loader_ref
-from conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP, Grade
+from conformance import catalog, expect, ids, loader_ref
+from conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
+from conformance.verdict import DEFAULT_POLICY, verdict
 from loaderspec.vocabulary import PROPERTY_NAMES, Level, property_named
 
-_PKG_DIR = Path(__file__).resolve().parent
+__all__ = ["CASES_PLUGIN", "RUN_PLUGIN", "ConformanceRun", "start"]
+
 _GRADE = pytest.StashKey[Grade]()
+_CASE = pytest.StashKey["CaseInfo"]()
+# Each phase of the case's current run: (when, pytest outcome, detail, duration).
+_PHASES = pytest.StashKey[list[tuple[str, str, str, float]]]()
 RUN_PLUGIN = "loaderspec_conformance_run"
+CASES_PLUGIN = "loaderspec_conformance_cases"
+REPORT_FILES = ("report.json", "report.md", "report.html")
+# Worst first: the outcome a repeated case is graded by.
+_WORST_FIRST = (FAIL, NON_STRICT, PASS, SKIP)
 
 MSG_UNKNOWN_PROPERTY = (
     "case {case} is marked spec_property({name!r}), which spec/ does not define; "
@@ -37,62 +57,70 @@ MSG_UNKNOWN_PROPERTY = (
 MSG_EMPTY_PROPERTY = "case {case} has spec_property() without a property name"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("loaderspec", "loaderspec conformance suite")
-    group.addoption(
-        loader_ref.OPTION,
-        dest="loaderspec_loader",
-        default=None,
-        metavar="PKG.MOD:CLASS",
-        help=f"loader class under test (env {loader_ref.ENV_VAR}, ini {loader_ref.INI_KEY}; "
-        f"default {loader_ref.DEFAULT})",
-    )
-    group.addoption(
-        "--conformance-report",
-        dest="loaderspec_report",
-        default=None,
-        metavar="DIR",
-        help="write report.json, report.md and report.html of the conformance run into DIR",
-    )
-    parser.addini(loader_ref.INI_KEY, "loader class under test (pkg.mod:Class)", default="")
+@dataclass(frozen=True)
+class CaseInfo:
+    """What a collected case is, independent of how it runs."""
+
+    id: str
+    file: str
+    properties: tuple[str, ...]
+    level: str
+    guards: str
 
 
-def _is_conformance_run(config: pytest.Config) -> bool:
-    if config.getoption("loaderspec_loader") or config.getoption("loaderspec_report"):
-        return True
-    for arg in config.args:
-        path = arg.split("::", 1)[0]
-        if config.getoption("pyargs", False) and path.split(".")[0] == "conformance":
-            return True
-        try:
-            resolved = (config.invocation_params.dir / path).resolve()
-        except OSError:
-            continue
-        if resolved == _PKG_DIR or _PKG_DIR in resolved.parents:
-            return True
-    return False
+def start(config: pytest.Config) -> None:
+    """Begin a conformance run in this session (see the module docstring).
 
-
-def _choose_and_import(config: pytest.Config) -> tuple[loader_ref.Choice, type]:
-    """Choose the loader (option, env, ini, default) and import it; a bad value is a usage
-    error naming it, where it came from and the fix."""
+    Raises:
+        pytest.UsageError: the loader cannot be imported, an environment variable looks like a
+            misspelling of loaderspec's while no loader was named, or the expectation file
+            cannot be used. Nothing is registered then.
+    """
+    out = config.getoption("loaderspec_report")
+    if out and not hasattr(config, "workerinput"):
+        # A run that fails to start must not leave an earlier run's results to be read.
+        for name in REPORT_FILES:
+            (Path(out) / name).unlink(missing_ok=True)
     choice = loader_ref.choose(
-        config.getoption("loaderspec_loader"), config.getini(loader_ref.INI_KEY)
+        config.getoption("loaderspec_loader"),
+        config.getini(loader_ref.INI_KEY),
+        short_option=getattr(config.option, "loaderspec_loader_short", None),
     )
+    unknown, near = loader_ref.misspelled()
+    if unknown and choice.source == loader_ref.SOURCE_DEFAULT:
+        raise pytest.UsageError(
+            loader_ref.MSG_MISSPELLED.format(
+                names=", ".join(unknown),
+                near=near,
+                default=choice.value,
+                option=loader_ref.OPTION,
+            )
+        )
+    cwd = config.invocation_params.dir
+    loader_ref.importable_from(cwd)
     try:
-        return choice, loader_ref.resolve(choice)
+        loader = loader_ref.resolve(choice, cwd)
     except loader_ref.LoaderRefError as exc:
         raise pytest.UsageError(str(exc)) from None
+    expectations = None
+    if config.getoption("loaderspec_expect"):
+        try:
+            expectations = expect.load(config.getoption("loaderspec_expect"))
+        except expect.ExpectationError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    run = ConformanceRun(config, choice, loader, expectations)
+    if unknown:
+        names = ", ".join(unknown)
+        run.warnings.append(loader_ref.MSG_MISSPELLED_WARNING.format(names=names, near=near))
+    config.pluginmanager.register(sys.modules[__name__], CASES_PLUGIN)
+    config.pluginmanager.register(run, RUN_PLUGIN)
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "spec_property(*names): the spec properties a conformance case checks"
-    )
-    config.addinivalue_line("markers", "quick: part of the quick (< 30 s) conformance selection")
-    if _is_conformance_run(config):
-        choice, loader = _choose_and_import(config)
-        config.pluginmanager.register(ConformanceRun(config, choice, loader), RUN_PLUGIN)
+def _run(config: pytest.Config) -> ConformanceRun | None:
+    return config.pluginmanager.get_plugin(RUN_PLUGIN)
+
+
+# --------------------------------------------------------------------------- collection
 
 
 def _properties(item: pytest.Item) -> list[str]:
@@ -110,21 +138,42 @@ def _properties(item: pytest.Item) -> list[str]:
     return names
 
 
+def _file_of(item: pytest.Item) -> str:
+    """The case file relative to the suite's top (conformance/cases/test_X.py), or as pytest
+    names it for a case file outside the suite."""
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    if module.startswith("conformance.cases."):
+        return f"{ids.CASES_DIR}/{module.rsplit('.', 1)[-1]}.py"
+    return item.nodeid.split("::", 1)[0]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Check every case's spec_property markers (in any session: a typo is a usage error);
-    a conformance run records its cases."""
-    run = config.pluginmanager.get_plugin(RUN_PLUGIN)
+    """Check every case's spec_property markers (a typo is a usage error) and note what each
+    case is."""
     for item in items:
         props = _properties(item)
-        if props and run is not None:
-            run.add_case(item, props)
+        if not props:
+            continue
+        must = any(property_named(p).level is Level.MUST for p in props)
+        fn = getattr(item, "function", None)
+        item.stash[_CASE] = CaseInfo(
+            ids.of_item(item),
+            _file_of(item),
+            tuple(props),
+            (Level.MUST if must else Level.SHOULD).value,
+            catalog.guards(fn) if fn is not None else "",
+        )
+
+
+# --------------------------------------------------------------------------- fixtures
 
 
 @pytest.fixture(scope="session")
 def loader_cls(request: pytest.FixtureRequest) -> type:
     """The loader class under test (chosen and imported once per session)."""
-    run = request.config.pluginmanager.get_plugin(RUN_PLUGIN)
-    return run.loader if run is not None else _choose_and_import(request.config)[1]
+    run = _run(request.config)
+    assert run is not None
+    return run.loader
 
 
 @pytest.fixture
@@ -135,30 +184,7 @@ def grade(request: pytest.FixtureRequest) -> Grade:
     return g
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
-    report = yield
-    g = item.stash.get(_GRADE, None)
-    if g is not None and report.when == "call":
-        report.user_properties.append(("loaderspec_grade", g.as_dict()))
-    return report
-
-
-def _grade_of(report: pytest.TestReport) -> dict[str, Any] | None:
-    for key, value in report.user_properties:
-        if key == "loaderspec_grade":
-            return value
-    return None
-
-
-def pytest_report_teststatus(
-    report: pytest.TestReport, config: pytest.Config
-) -> tuple[str, str, str] | None:
-    if report.when == "call" and report.passed:
-        g = _grade_of(report)
-        if g and g["non_strict"]:
-            return "non-strict", "N", NON_STRICT
-    return None
+# --------------------------------------------------------------------------- grading
 
 
 def _detail(report: pytest.TestReport) -> str:
@@ -166,8 +192,152 @@ def _detail(report: pytest.TestReport) -> str:
     if crash is not None:
         return str(crash.message).removeprefix("Failed: ")
     if isinstance(report.longrepr, tuple):  # skip: (file, line, reason)
-        return str(report.longrepr[2])
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
     return str(report.longrepr or "")
+
+
+def _outcome(phases: list[tuple[str, str, str, float]], g: Grade | None) -> tuple[str, str]:
+    """A run's graded outcome and its detail, from its phases."""
+    for _, outcome, detail, _ in phases:
+        if outcome == "failed":
+            return FAIL, detail
+    for _, outcome, detail, _ in phases:
+        if outcome == "skipped":
+            return SKIP, detail
+    if g is not None and g.non_strict_notes:
+        return NON_STRICT, "; ".join(g.non_strict_notes)
+    return PASS, ""
+
+
+def _figures_text(figures: list[dict[str, Any]]) -> str:
+    return ", ".join(f"{f['name']}={f['value']:g} {f['unit']}" for f in figures)
+
+
+def _junit_properties(case: dict[str, Any]) -> list[tuple[str, str]]:
+    props = [
+        ("loaderspec_id", case["id"]),
+        ("loaderspec_grade", case["outcome"]),
+        ("loaderspec_properties", ", ".join(case["properties"])),
+        ("loaderspec_level", case["level"]),
+    ]
+    if case["figures"]:
+        props.append(("loaderspec_figures", _figures_text(case["figures"])))
+    if case["detail"]:
+        props.append(("loaderspec_detail", case["detail"]))
+    if case.get("expected"):
+        exp = case["expected"]
+        props.append(("loaderspec_expected", f"{exp['outcome']}: {exp['reason']}"))
+    if case.get("runs"):
+        props.append(("loaderspec_runs", _runs_text(case["runs"])))
+    return props
+
+
+def _runs_text(runs: dict[str, Any]) -> str:
+    counts = ", ".join(f"{k} {v}" for k, v in runs["outcomes"].items())
+    return f"{runs['n']} runs: {counts}"
+
+
+def _mark_expected(report: pytest.TestReport, entry: expect.Expectation | None) -> None:
+    """Show an expected FAIL as pytest's xfail, and a pass where a FAIL was expected as XPASS."""
+    if entry is None or entry.outcome != FAIL:
+        return
+    reason = f"expected FAIL: {entry.reason}"
+    if report.failed:
+        report.outcome = "skipped"
+        report.wasxfail = reason  # type: ignore[attr-defined]
+    elif report.passed and report.when == "call":
+        report.wasxfail = reason  # type: ignore[attr-defined]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report: pytest.TestReport = yield
+    run = _run(item.config)
+    info = item.stash.get(_CASE, None)
+    if run is None or info is None:
+        return report
+    phases = item.stash.setdefault(_PHASES, [])
+    phases.append((report.when, report.outcome, _detail(report), report.duration))
+    g = item.stash.get(_GRADE, None)
+    if report.when == "call" and g is not None and g.non_strict_notes:
+        report.loaderspec_non_strict = True  # type: ignore[attr-defined]
+    entry = run.expectations.of(info.id) if run.expectations else None
+    _mark_expected(report, entry)
+    if report.when == "teardown":
+        outcome, detail = _outcome(phases, g)
+        case: dict[str, Any] = {
+            "id": info.id,
+            "nodeid": item.nodeid,
+            "file": info.file,
+            "case": info.id.split("::", 1)[1],
+            "properties": list(info.properties),
+            "level": info.level,
+            "outcome": outcome,
+            "figures": g.as_dict()["figures"] if g is not None else [],
+            "detail": detail,
+            "duration_s": round(sum(p[3] for p in phases), 3),
+            "guards": info.guards,
+            "failure_modes": catalog.failure_modes(info.guards),
+        }
+        if entry is not None:
+            case["expected"] = {"outcome": entry.outcome, "reason": entry.reason}
+        report.loaderspec_case = case  # type: ignore[attr-defined]
+        report.user_properties.extend(_junit_properties(case))
+        item.stash[_PHASES] = []  # the next run (--conformance-repeat) starts afresh
+        if _GRADE in item.stash:
+            del item.stash[_GRADE]
+    return report
+
+
+def pytest_report_teststatus(
+    report: pytest.TestReport, config: pytest.Config
+) -> tuple[str, str, str] | None:
+    if (
+        report.when == "call"
+        and report.passed
+        and getattr(report, "loaderspec_non_strict", False)
+        and not hasattr(report, "wasxfail")
+    ):
+        return "non-strict", "N", NON_STRICT
+    return None
+
+
+def _worst(runs: list[list[pytest.TestReport]]) -> int:
+    def rank(reports: list[pytest.TestReport]) -> int:
+        case = getattr(reports[-1], "loaderspec_case", None)
+        return _WORST_FIRST.index(case["outcome"]) if case else len(_WORST_FIRST)
+
+    return min(range(len(runs)), key=lambda i: rank(runs[i]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """``--conformance-repeat=N``: run the case N times, report its worst run (with how many
+    runs had which outcome)."""
+    run = _run(item.config)
+    if run is None or run.repeat == 1 or _CASE not in item.stash:
+        return None
+    item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+    # Each run sets the case up and tears it down whole (the next item decides, as for any
+    # case, which fixtures above function scope go: the session's loader stays).
+    runs = [runtestprotocol(item, nextitem=nextitem, log=False) for _ in range(run.repeat)]
+    worst = runs[_worst(runs)]
+    outcomes = Counter(getattr(r[-1], "loaderspec_case", {}).get("outcome", "?") for r in runs)
+    case = getattr(worst[-1], "loaderspec_case", None)
+    if case is not None:
+        case["runs"] = {
+            "n": run.repeat,
+            "failed": outcomes.get(FAIL, 0),
+            "outcomes": {k: outcomes[k] for k in _WORST_FIRST if outcomes.get(k)},
+        }
+        worst[-1].user_properties.append(("loaderspec_runs", _runs_text(case["runs"])))
+    for report in worst:
+        item.ihook.pytest_runtest_logreport(report=report)
+    item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    return True
+
+
+# --------------------------------------------------------------------------- the run
 
 
 def _versions() -> dict[str, str]:
@@ -181,76 +351,144 @@ def _versions() -> dict[str, str]:
 
 
 class ConformanceRun:
-    """One conformance run: the loader under test, each case's graded outcome, the report."""
+    """One conformance run: the loader under test, each case's graded outcome, the report, the
+    verdict. On an xdist worker it only holds the loader and the expectations; the controller
+    (or a plain session) collects the cases' records and writes the report."""
 
-    def __init__(self, config: pytest.Config, choice: loader_ref.Choice, loader: type) -> None:
+    def __init__(
+        self,
+        config: pytest.Config,
+        choice: loader_ref.Choice,
+        loader: type,
+        expectations: expect.Expectations | None,
+    ) -> None:
         self.config = config
         self.choice = choice
         self.loader = loader
+        self.expectations = expectations
+        self.policy: str = config.getoption("loaderspec_fail_on") or DEFAULT_POLICY
+        self.repeat: int = config.getoption("loaderspec_repeat") or 1
         self.cases: dict[str, dict[str, Any]] = {}
+        self.other_failures: set[str] = set()  # node ids of failed reports (cases' too)
+        self.warnings: list[str] = list(expectations.warnings if expectations else ())
         self.started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        self.worker = hasattr(config, "workerinput")  # an xdist worker: the controller reports
         out = config.getoption("loaderspec_report")
-        self.report_dir = Path(out) if out else None
+        self.report_dir = Path(out) if out and not self.worker else None
+        self.verdict = verdict([], self.policy)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        return [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
-
-    def add_case(self, item: pytest.Item, props: list[str]) -> None:
-        """Grade `item`, which checks the spec properties `props` (PASS until it reports)."""
-        must = any(property_named(p).level is Level.MUST for p in props)
-        self.cases[item.nodeid] = {
-            "nodeid": item.nodeid,
-            "case": item.name,
-            "properties": props,
-            "level": (Level.MUST if must else Level.SHOULD).value,
-            "outcome": PASS,
-            "figures": [],
-            "detail": "",
-            "duration_s": 0.0,
-        }
+        lines = [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
+        settings = [f"fail on {self.policy}"]
+        if self.expectations is not None:
+            settings.append(
+                f"expectations {self.expectations.file} ({len(self.expectations.entries)})"
+            )
+        if self.repeat > 1:
+            settings.append(f"each case {self.repeat} times, the worst run graded")
+        lines.append("loaderspec conformance: " + ", ".join(settings))
+        lines += [f"loaderspec conformance: warning: {w}" for w in self.warnings]
+        return lines
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        case = self.cases.get(report.nodeid)
-        if case is None:
+        if report.failed and not hasattr(report, "wasxfail"):
+            self.other_failures.add(report.nodeid)
+        case = getattr(report, "loaderspec_case", None)
+        if case is None or self.worker:
             return
-        case["ran"] = True
-        case["duration_s"] = round(case["duration_s"] + report.duration, 3)
-        g = _grade_of(report)
-        if g:
-            case["figures"] = g["figures"]
-        if report.failed:
-            case["outcome"] = FAIL
-            case["detail"] = _detail(report)
-        elif report.skipped and case["outcome"] != FAIL:
-            case["outcome"] = SKIP
-            case["detail"] = _detail(report).removeprefix("Skipped: ")
-        elif report.when == "call" and g and g["non_strict"] and case["outcome"] == PASS:
-            case["outcome"] = NON_STRICT
-            case["detail"] = "; ".join(g["non_strict"])
-        if report.when == "teardown" and self.report_dir is not None:
+        case = dict(case)
+        if self.expectations is not None:
+            status = self.expectations.status(case["id"], case["outcome"])
+            if status is not None:
+                case["expectation"] = status
+        self.cases[case["id"]] = case
+        if self.report_dir is not None:
             # After every case, so a run killed from outside (a loader that hangs a whole run
             # past `loaderspec report`'s limit) still leaves the cases it finished.
             from conformance.harness.report import write_json
 
             write_json(self.report_dir, self.results(complete=False))
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.other_failures.add(report.nodeid)
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.worker:
+            return
+        self.verdict = verdict(list(self.cases.values()), self.policy)
+        graded = {c["nodeid"] for c in self.cases.values()}
+        # The policy decides when nothing but graded cases failed; anything else (a usage or
+        # internal error, an interruption, nothing collected, a failure outside the cases)
+        # keeps pytest's status.
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not (
+            self.other_failures - graded
+        ):
+            session.exitstatus = (
+                pytest.ExitCode.TESTS_FAILED if self.verdict.failed else pytest.ExitCode.OK
+            )
         if self.report_dir is not None:
             from conformance.harness.report import write_report
 
             write_report(self.report_dir, self.results(complete=True))
 
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.worker or not self.cases:
+            return
+        tr = terminalreporter
+        tr.section("loaderspec conformance")
+        counts = Counter(c["outcome"] for c in self.cases.values())
+        tr.line(
+            f"loader {self.choice.value}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES)
+        )
+        for case in self.cases.values():
+            line = _summary_line(case)
+            if line:
+                tr.line(line)
+        state = "FAILED" if self.verdict.failed else "passed"
+        tr.line(f"verdict (--conformance-fail-on={self.policy}): {state}", bold=True)
+        for reason in self.verdict.reasons:
+            tr.line(f"  {reason}")
+
     def results(self, complete: bool) -> dict[str, Any]:
         """The run's report.json (the contract in docs/contracts.md)."""
-        return {
+        out: dict[str, Any] = {
             "loader": self.choice.value,
             "loader_source": self.choice.source,
             "started": self.started,
             "complete": complete,
             "versions": _versions(),
-            "cases": [
-                {k: v for k, v in c.items() if k != "ran"}
-                for c in self.cases.values()
-                if c.get("ran")
-            ],
+            "policy": self.policy,
+            "repeat": self.repeat,
+            "expectations": self.expectations.file if self.expectations else None,
+            "cases": sorted(self.cases.values(), key=lambda c: c["id"]),
         }
+        if complete:
+            out["verdict"] = self.verdict.as_dict()
+        return out
+
+
+def _summary_line(case: dict[str, Any]) -> str:
+    """One terminal line for a case worth a look: NON-STRICT (and its figures), FAIL, an
+    expectation's outcome, a racy case; "" for a plain PASS or SKIP."""
+    tags = []
+    if case.get("expectation") == expect.FIXED:
+        tags.append(f"FIXED (expected {case['expected']['outcome']}: remove it from the file)")
+    elif case.get("expectation") == expect.EXPECTED:
+        tags.append(f"expected: {case['expected']['reason']}")
+    elif case.get("expectation") == expect.REGRESSION:
+        tags.append(f"REGRESSION (expected {case['expected']['outcome']})")
+    runs = case.get("runs")
+    if runs and len(runs["outcomes"]) > 1:
+        tags.append(f"RACY: {_runs_text(runs)}")
+    if case["outcome"] in (PASS, SKIP) and not tags:
+        return ""
+    figures = _figures_text(case["figures"])
+    text = f"{case['outcome']} {case['id']}"
+    if tags:
+        text += " [" + "; ".join(tags) + "]"
+    if case["detail"]:
+        text += f": {case['detail'].splitlines()[0][:200]}"
+    if figures:
+        text += f" ({figures})"
+    return text

@@ -551,6 +551,14 @@ class Run:
         return found[0] if found else None
 
 
+def _probe_dataset(plan: Plan) -> Any:
+    """A dataset of the plan's shape (map-style or iterable, its length), without faults or
+    records: what a loader's `loaderspec_unsupported` is shown before anything starts."""
+    from faultinject.datasets import FaultyDataset, FaultyIterable
+
+    return FaultyDataset(plan.n) if plan.shards is None else FaultyIterable(plan.shards)
+
+
 def run(
     loader: type | str,
     plan: Plan,
@@ -575,7 +583,7 @@ def run(
         faultinject.sandbox.SandboxError: the sandbox could not start (e.g. a local class).
     """
     cls = loaders.resolve(loader) if isinstance(loader, str) else loader
-    why = loaders.unsupported(cls, dict(plan.kwargs))
+    why = loaders.unsupported(cls, dict(plan.kwargs), dataset=_probe_dataset(plan))
     if why:
         return Run(plan, None, refused=why)
     record_dir = tempfile.mkdtemp(prefix="faultinject-run-")

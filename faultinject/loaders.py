@@ -5,8 +5,9 @@ One place resolves `"package.module:Class"` (or `"package.module.Class"`) to a c
 A loader class may describe itself to the harness with class attributes and methods; none is
 required, and nothing here reads a loader's private state:
 
-* `loaderspec_unsupported(cls, **loader_kwargs) -> str | None` (a classmethod): None when the
-  loader can express this configuration, else why not, in one line. A loader whose constructor
+* `loaderspec_unsupported(cls, dataset=None, **loader_kwargs) -> str | None` (a classmethod):
+  None when the loader can express this configuration (the dataset, map-style or iterable, and
+  the constructor's keyword arguments), else why not, in one line. A loader whose constructor
   raises `NotImplementedError(reason)` for such a configuration says the same thing later.
 * `workers_die_with: "iterator" | "loader"`: what must be dropped for the workers to stop
   (torch's loader: the iterator; torchdata's StatefulDataLoader keeps its iterator: the loader).
@@ -131,12 +132,12 @@ def _refused_argument(loader_cls: type, kwargs: dict[str, Any]) -> str | None:
     return next((name for name in kwargs if name not in params), None)
 
 
-def unsupported(loader_cls: type, kwargs: dict[str, Any]) -> str | None:
+def unsupported(loader_cls: type, kwargs: dict[str, Any], dataset: Any = None) -> str | None:
     """Why `loader_cls(dataset, **kwargs)` is a configuration the loader cannot express (its
     `loaderspec_unsupported`, or an argument its constructor does not take), or None."""
     declared = getattr(loader_cls, "loaderspec_unsupported", None)
     if callable(declared):
-        reason = declared(**kwargs)
+        reason = declared(**kwargs) if dataset is None else declared(dataset=dataset, **kwargs)
         if reason:
             return str(reason)
     name = _refused_argument(loader_cls, kwargs)

@@ -203,7 +203,9 @@ def _shm_entries() -> set[str]:
         return set()
 
 
-_INT = re.compile(r"\d+")
+# A pid in a /dev/shm name is a whole token of digits (torch's `torch_<pid>_<n>_<k>`), never
+# digits inside a random hex token (Python's `psm_51aeb826`, whose 51 or 826 may be any pid).
+_INT = re.compile(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])")
 
 
 # --------------------------------------------------------------------------- the run

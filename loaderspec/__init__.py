@@ -1,3 +1,3 @@
 """loaderspec: the spec, its model checks, trace validation and conformance reports."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -19,10 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultinject import loaders
-from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run
-from loaderspec import tracewriter
+from loaderspec import suite, tracewriter
 from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV, TRACE_DIR_ENV
+
+suite.activate()  # the driver is the suite's (inside loaderspec/_suite in an installed wheel)
+
+from faultinject import loaders  # noqa: E402
+from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
 
 REFERENCE = "reference:DataLoader"
 # Timeouts in schedules: long enough that a loaded CI machine does not time out by accident,

@@ -2,9 +2,13 @@
 
 Each loader runs in its own ``pytest --pyargs conformance`` subprocess (bounded; on timeout it and
 its descendants are killed by pid), which writes ``OUT/<loader>/report.json``, ``report.md`` and
-``report.html``; this module then writes ``OUT/matrix.json``, ``matrix.md`` and ``matrix.html``
-(rendered by ``conformance.harness.report``, as the per-loader reports are) and prints the
-Markdown matrix.
+``report.html`` (an earlier run's are removed first: a run that fails to start shows no old
+results); this module then writes ``OUT/matrix.json``, ``matrix.md`` and ``matrix.html``
+(``conformance.harness.matrix``) and prints the Markdown matrix.
+
+The exit status follows the suite's exit policy (``--fail-on``, as the plugin's
+``--conformance-fail-on``): 1 when a loader's run failed its verdict (by default, a MUST failure)
+or left no complete report, else 0.
 """
 
 from __future__ import annotations
@@ -18,13 +22,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loaderspec.vocabulary import FAIL_ON, LOADER_OPTION
+
 DEFAULT_LOADERS = ("reference:DataLoader", "torch.utils.data:DataLoader")
 # Adapters, listed when the package they adapt is importable: (loader, package).
 OPTIONAL_LOADERS = (
     ("conformance.adapters.torchdata:Loader", "torchdata"),
+    ("conformance.adapters.torchdata_nodes:ThreadLoader", "torchdata"),
+    ("conformance.adapters.torchdata_nodes:ProcessLoader", "torchdata"),
+    ("conformance.adapters.spdl:Loader", "spdl"),
+    ("conformance.adapters.grain:Loader", "grain"),
     ("conformance.adapters.paddle:Loader", "paddle"),
 )
 RUN_TIMEOUT_S = 900.0
+
+
+REPORT_FILES = ("report.json", "report.md", "report.html", "pytest-output.txt")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,12 +46,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PKG.MOD:CLASS",
         help="a loader to check (repeatable); default: the reference loader, torch's, and the "
-        "torchdata / paddle adapters where those packages are installed",
+        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle) where those packages are "
+        "installed",
     )
     parser.add_argument("--out", type=Path, default=Path("loaderspec-report"), help="output dir")
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument(
         "--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds allowed per loader"
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=FAIL_ON,
+        default=FAIL_ON[0],
+        help="exit 1 when a loader has a MUST failure (must, the default), also a NON-STRICT "
+        "(should), or only when a run left no complete report (never)",
     )
 
 
@@ -54,11 +75,36 @@ def slug(loader: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", loader).strip("_")
 
 
-def run_one(loader: str, out: Path, quick: bool, timeout_s: float) -> dict[str, Any] | None:
+def load_results(path: Path) -> dict[str, Any]:
+    """A report.json; one written before case ids existed gets them (``conformance.ids``'
+    aliases of its node ids) and the issues its cases guard against, so that old and new
+    reports share the matrix's rows and notes."""
+    from conformance import catalog, ids
+
+    results = json.loads(path.read_text())
+    for case in results.get("cases", []):
+        if "id" not in case:
+            nodeid = case["nodeid"]
+            if nodeid in ids.aliases():
+                case["id"] = ids.aliases()[nodeid]
+            case["file"] = nodeid.split("::")[0]
+        known = ids.suite().get(case.get("id", ""))
+        if "guards" not in case and known is not None:
+            case["guards"] = known.guards
+            case["failure_modes"] = catalog.failure_modes(known.guards)
+    return results
+
+
+def run_one(
+    loader: str, out: Path, quick: bool, timeout_s: float, fail_on: str = "must"
+) -> dict[str, Any] | None:
     """Run the suite against ``loader`` into ``out``; its results, or None if it produced none."""
     from faultinject import processes  # imports psutil: only when a report is made
 
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance", f"--loader={loader}"]
+    for name in REPORT_FILES:
+        (out / name).unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance"]
+    cmd += [f"{LOADER_OPTION}={loader}", f"--conformance-fail-on={fail_on}"]
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
         cmd += ["-m", "quick"]
@@ -76,18 +122,31 @@ def run_one(loader: str, out: Path, quick: bool, timeout_s: float) -> dict[str, 
     if not path.exists():
         print(f"  no results ({output.strip().splitlines()[-1:]})", flush=True)
         return None
-    return json.loads(path.read_text())
+    return load_results(path)
+
+
+def failures(results: dict[str, dict[str, Any] | None]) -> list[str]:
+    """One line per loader whose run fails the exit policy (its verdict), or left no complete
+    report."""
+    lines = []
+    for loader, res in results.items():
+        if res is None or not res.get("complete") or "verdict" not in res:
+            lines.append(f"{loader}: no complete report (see its pytest-output.txt)")
+        elif res["verdict"]["failed"]:
+            lines.append(f"{loader}: " + "; ".join(res["verdict"]["reasons"]))
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run every loader, write the matrix, print it; 1 if some loader produced no results."""
-    from conformance.harness.report import write_matrix
+    """Run every loader, write the matrix, print it; 1 if a loader fails the exit policy."""
+    from conformance.harness.matrix import write_matrix
 
     loaders = args.loader or default_loaders()
-    results = {x: run_one(x, args.out / slug(x), args.quick, args.timeout) for x in loaders}
+    results = {
+        x: run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on) for x in loaders
+    }
     print(write_matrix(args.out, results))
-    missing = [x for x, r in results.items() if r is None]
-    if missing:
-        print(f"loaderspec report: no results for {', '.join(missing)}", file=sys.stderr)
-        return 1
-    return 0
+    failed = failures(results)
+    for line in failed:
+        print(f"loaderspec report: {line}", file=sys.stderr)
+    return 1 if failed else 0

@@ -305,3 +305,11 @@ CONFIG_FIELDS: tuple[str, ...] = (
 # The loader under test of a conformance run, "package.module:Class"; the plugin's option
 # `--loader` wins over it, and it wins over the ini key `loaderspec_loader`.
 LOADER_ENV = "LOADERSPEC_LOADER"
+
+# The conformance suite's command line (the pytest plugin, `loaderspec report`): where the loader
+# under test is named, and the exit policies (conformance.verdict).
+LOADER_OPTION = "--conformance-loader"
+LOADER_SHORT_OPTION = "--loader"  # only where no other plugin or conftest defines --loader
+LOADER_INI = "loaderspec_loader"
+DEFAULT_LOADER = "reference:DataLoader"
+FAIL_ON = ("must", "should", "never")  # the first is the default

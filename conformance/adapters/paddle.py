@@ -16,18 +16,19 @@ loader *does* (its workers, queues, shutdown and error handling are what the sui
   worker info, so the adapter sets `torch.utils.data._utils.worker._worker_info` inside paddle's
   worker process: a private torch name, touched only in a process paddle created for us.
 
-Not bridged (paddle has no equivalent): `multiprocessing_context` other than fork (paddle starts
-workers with the default context; `NotImplementedError`), `pin_memory` (CPU only here; accepted,
-no pinning, like torch without an accelerator), `in_order=False` (paddle delivers in order, which
-is one of the orders `in_order=False` allows). paddle restores a batch's structure with lists, so
-a tuple inside a batch comes back as a list.
+Not bridged, declared as limits (`Loader.limits`, a SKIP in the suite): `multiprocessing_context`
+other than fork (paddle starts workers with multiprocessing's default context) and
+`pin_memory=True` (paddle pins only into its own CUDA place; this CPU build has none, and a torch
+pin added by the adapter would measure the adapter, not paddle). `in_order=False` is accepted:
+paddle delivers in order, one of the orders `in_order=False` allows. paddle restores a batch's
+structure with lists, so a tuple inside a batch comes back as a list.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,6 +43,14 @@ except ImportError as exc:  # an optional extra
 from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils import worker as _torch_worker
+
+from conformance.adapters._front import (
+    Adapter,
+    Limit,
+    draw_base_seed,
+    given,
+    start_method,
+)
 
 __all__ = ["Loader"]
 
@@ -165,61 +174,28 @@ class _Iter:
         return self._length()
 
 
-class Loader:
+class Loader(Adapter):
     """paddle.io.DataLoader with torch.utils.data.DataLoader's constructor (torch 2.13)."""
 
     # Dropping the iterator stops its workers (paddle keeps the iterator in the loader only with
     # persistent_workers=True, as torch does); see conformance.adapters.torchdata for "loader".
-    workers_die_with: ClassVar[Literal["iterator", "loader"]] = "iterator"
+    workers_die_with = "iterator"
+    limits = (
+        Limit(
+            "multiprocessing_context other than fork",
+            "paddle.io.DataLoader starts its workers with multiprocessing's default (fork) context",
+            lambda o: start_method(o["multiprocessing_context"]) not in (None, "fork"),
+        ),
+        Limit(
+            "pin_memory=True",
+            "paddle.io.DataLoader pins only into paddle's CUDA place, which its CPU build lacks",
+            given("pin_memory"),
+        ),
+    )
 
-    def __init__(
-        self,
-        dataset: Any,
-        batch_size: int | None = 1,
-        shuffle: bool | None = None,
-        sampler: Any = None,
-        batch_sampler: Any = None,
-        num_workers: int = 0,
-        collate_fn: Callable[[Any], Any] | None = None,
-        pin_memory: bool = False,
-        drop_last: bool = False,
-        timeout: float = 0,
-        worker_init_fn: Callable[[int], None] | None = None,
-        multiprocessing_context: Any = None,
-        generator: torch.Generator | None = None,
-        *,
-        prefetch_factor: int | None = None,
-        persistent_workers: bool = False,
-        pin_memory_device: str = "",
-        in_order: bool = True,
-    ) -> None:
-        # torch validates everything and builds the samplers; it starts no process.
-        self._torch = TorchDataLoader(
-            dataset,
-            batch_size=batch_size,
-            shuffle=shuffle,
-            sampler=sampler,
-            batch_sampler=batch_sampler,
-            num_workers=num_workers,
-            collate_fn=collate_fn,
-            pin_memory=pin_memory,
-            drop_last=drop_last,
-            timeout=timeout,
-            worker_init_fn=worker_init_fn,
-            multiprocessing_context=multiprocessing_context,
-            generator=generator,
-            prefetch_factor=prefetch_factor,
-            persistent_workers=persistent_workers,
-            pin_memory_device=pin_memory_device,
-            in_order=in_order,
-        )
-        ctx = multiprocessing_context
-        if ctx is not None and getattr(ctx, "get_start_method", lambda: ctx)() != "fork":
-            raise NotImplementedError(
-                f"paddle.io.DataLoader starts its workers with multiprocessing's default (fork) "
-                f"context; multiprocessing_context={ctx!r} cannot be honoured"
-            )
-        self._init = _WorkerInit(worker_init_fn)
+    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(dataset, *args, **kwargs)
+        self._init = _WorkerInit(self._torch.worker_init_fn)
         dl = self._torch
         if isinstance(dataset, IterableDataset):
             batched = dl.batch_size is not None
@@ -248,19 +224,5 @@ class Loader:
         }
 
     def __iter__(self) -> _Iter:
-        # Like torch's _BaseDataLoaderIter: one int64 from the generator per iterator.
-        gen = self._torch.generator
-        self._init.base_seed = int(torch.empty((), dtype=torch.int64).random_(generator=gen))
+        self._init.base_seed = draw_base_seed(self._torch)
         return _Iter(iter(self._paddle), self.__len__)
-
-    def __len__(self) -> int:
-        return len(self._torch)
-
-    def __getattr__(self, name: str) -> Any:
-        # dataset, batch_size, sampler, generator, num_workers, ...: torch's view of the options.
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._torch, name)
-
-    def __repr__(self) -> str:
-        return f"conformance.adapters.paddle.Loader({self._torch.dataset!r})"

@@ -12,7 +12,7 @@ page (``up`` leads from the page to the checkout's top: ``"../"`` from ``docs/x.
   (``conformance.catalog.cases``);
 * properties: ``vocabulary.PROPERTIES``, the spec, the broken variants of the model manifest
   (``loaderspec.modelcheck.load_manifest``), the cases;
-* the matrix: ``docs/reports/*/report.json`` through ``conformance.harness.report.matrix``;
+* the matrix: ``docs/reports/*/report.json`` through ``conformance.harness.matrix.matrix``;
 * the API pages: the public modules of a package, for mkdocstrings.
 """
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import html
-import json
 import re
 from collections.abc import Iterable
 from functools import cache
@@ -210,14 +209,6 @@ def properties(up: str) -> str:
     return "\n\n".join(out) + "\n"
 
 
-def short_name(loader: str) -> str:
-    """A loader's column title: ``reference``, ``torch``, or an adapter's module name."""
-    module = loader.split(":", 1)[0]
-    if module.startswith("conformance.adapters."):
-        return module.rsplit(".", 1)[1]
-    return module.split(".", 1)[0]
-
-
 def _breakable(name: str) -> str:
     """A long identifier as code that may wrap after each underscore."""
     return "<code>" + html.escape(name).replace("_", "_<wbr>") + "</code>"
@@ -232,13 +223,14 @@ def _outcome(case: dict | None) -> str:
 def matrix(reports: Path, up: str, reports_url: str) -> str:
     """The conformance matrix of every ``reports/*/report.json``: totals per loader, every case
     by loader, and each non-PASS with the detail its report gives."""
-    from conformance.harness import report as renderer
+    from conformance.harness import matrix as renderer
     from loaderspec import report
 
+    short_name = renderer.short_name
     results = {}
     slugs = {}
     for path in sorted(reports.glob("*/report.json")):
-        data = json.loads(path.read_text())
+        data = report.load_results(path)
         results[data["loader"]] = data
         slugs[data["loader"]] = path.parent.name
     if not results:
@@ -264,7 +256,7 @@ def matrix(reports: Path, up: str, reports_url: str) -> str:
     head = " | ".join(short_name(x) for x in loaders)
     lines += ["", f"| case | properties | {head} |", "| --- | --- | " + "--- | " * len(loaders)]
     for row in m["cases"]:
-        file, _, case = row["nodeid"].partition("::")
+        file, case = row["file"], row["case"]
         name = case.split("[", 1)[0]
         cells = [_outcome(row["by_loader"][x]) for x in loaders]
         lines.append(

@@ -24,6 +24,13 @@ def current_device() -> int:
     return 0
 
 
+def set_device(device: int) -> None:
+    """Select the only device: a no-op. Pin threads that select their device through the backend
+    module (torchdata.nodes' PinMemory, torch before torch.accelerator) call it."""
+    if device != 0:
+        raise ValueError(f"fakeaccel has one device, index 0; got {device}")
+
+
 def is_initialized() -> bool:
     """Nothing to initialise."""
     return True

@@ -37,15 +37,17 @@ def run_suite(
     timeout_s: float,
     *extra: str,
     extra_env: dict[str, str] | None = None,
+    cwd: Path = ROOT,
 ) -> tuple[int, str, dict[str, Any] | None]:
-    """pytest the given case selectors against ``loader``; (exit code, output, results)."""
+    """pytest the given case selectors against ``loader`` (from ``cwd``); (exit code, output,
+    results)."""
     cmd = [sys.executable, "-m", "pytest", *selectors, "-p", "no:cacheprovider", "-q"]
     if loader:
         cmd.append(f"--loader={loader}")
     cmd += [f"--conformance-report={report}", *extra]
     proc = subprocess.Popen(
         cmd,
-        cwd=ROOT,
+        cwd=cwd,
         env={**env(), **(extra_env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

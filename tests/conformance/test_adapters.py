@@ -1,34 +1,30 @@
 """The loader adapters: paddle.io.DataLoader and torchdata's StatefulDataLoader behind torch's
-constructor. Each part skips cleanly where its optional package is absent."""
+constructor. Each part skips cleanly where its optional package is absent. (torchdata.nodes,
+SPDL and grain: test_adapters_field.py.)"""
 
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import threading
 import time
-import traceback
 from typing import Any
 
 import pytest
 import torch
+from adapter_scenarios import (  # the fixtures are autouse: imported, they apply here
+    as_list,
+    drain,
+    first_batches_then_drop,
+    flat,
+    reap_finished_workers,  # noqa: F401
+)
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 import faultinject
-from faultinject import loaders, processes, read_fetches, sandbox
+from faultinject import processes, read_fetches, sandbox
 from faultinject.faults import Die, Hang
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
-
-
-@pytest.fixture(autouse=True)
-def _reap_finished_workers():
-    """torchdata's and paddle's loaders run in this process may leave finished workers unjoined
-    (zombies until their Process objects are polled); reap them, so that later tests' leak
-    checks see only processes of their own."""
-    yield
-    gc.collect()
-    multiprocessing.active_children()  # joins every finished child it still holds
 
 
 PADDLE = "conformance.adapters.paddle:Loader"
@@ -52,63 +48,6 @@ class WorkerView(Dataset):
             "seed_ok": torch.initial_seed() == info.seed,
             "seed": info.seed,
         }
-
-
-def flat(batches):
-    out = []
-    for b in batches:
-        out.extend(b.tolist() if isinstance(b, torch.Tensor) else [b])
-    return out
-
-
-# Sandbox targets (module-level: the sandbox pickles them by reference).
-
-
-def as_list(batch: list[Any]) -> list[Any]:
-    """A collate_fn without tensors: a killed worker then has no fd in flight, whose loss makes
-    torch leak a temp file (docs/faultinject.md, torch's SIGCHLD handler)."""
-    return list(batch)
-
-
-def first_batches_then_drop(
-    loader_path: str, ds: Any, iter_bound_s: float, loader_bound_s: float
-) -> dict[str, Any]:
-    """Take one batch, drop the iterator, then the loader; which workers outlived each drop
-    (waiting up to the bound after each)."""
-    cls = loaders.resolve(loader_path)
-    loader = cls(ds, batch_size=1, num_workers=2, multiprocessing_context="fork")
-    before = {p.pid for p in processes.children()}
-    it = iter(loader)
-    next(it)
-    workers = processes.new_children(before)
-    del it
-    gc.collect()
-    after_iter = processes.wait_gone(workers, iter_bound_s)
-    del loader
-    gc.collect()
-    after_loader = processes.wait_gone(workers, loader_bound_s)
-    return {"workers": workers, "after_iter": after_iter, "after_loader": after_loader}
-
-
-def drain(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
-    """Iterate the loader until it ends or raises; items, error and workers back. SIGCHLD is
-    held back (a loader's handler may raise) everywhere but in the loop itself."""
-    cls = loaders.resolve(loader_path)
-    items: list[Any] = []
-    error = None
-    with processes.sigchld_deferred() as held:
-        before = {p.pid for p in processes.children()}
-        it = iter(cls(ds, **kw))
-        workers = processes.new_children(before)
-        try:
-            with held.released():
-                for batch in it:
-                    items.extend(torch.as_tensor(batch).flatten().tolist())
-        except Exception as e:
-            traceback.clear_frames(e.__traceback__)
-            error = (type(e).__name__, str(e))
-        del it
-    return {"items": items, "error": error, "workers": workers}
 
 
 def next_after_a_hang(timeout: float, bound_s: float) -> dict[str, Any]:
@@ -186,21 +125,16 @@ def test_paddle_shuffles_with_torchs_generator(paddle_loader):
     assert [b.tolist() for b in got] == [b.tolist() for b in want]
 
 
-def test_paddle_len_and_validation_are_torchs(paddle_loader):
+def test_paddle_len_is_torchs(paddle_loader):
+    # Validation (torch's errors) is checked for every adapter in test_adapters_field.py.
     ds = faultinject.FaultyDataset(10)
     assert len(paddle_loader(ds, batch_size=3)) == len(DataLoader(ds, batch_size=3)) == 4
     assert len(paddle_loader(ds, batch_size=3, drop_last=True)) == 3
-    for bad in ({"num_workers": -1}, {"timeout": -1}, {"shuffle": True, "sampler": [0, 1]}):
-        with pytest.raises(ValueError) as torch_exc:
-            DataLoader(ds, **bad)
-        with pytest.raises(ValueError) as paddle_exc:
-            paddle_loader(ds, **bad)
-        assert str(paddle_exc.value) == str(torch_exc.value)
 
 
 def test_paddle_refuses_a_start_method_it_cannot_honour(paddle_loader):
     ds = faultinject.FaultyDataset(4)
-    with pytest.raises(NotImplementedError, match="spawn"):
+    with pytest.raises(NotImplementedError, match="other than fork"):
         paddle_loader(ds, num_workers=1, multiprocessing_context="spawn")
     assert len(list(paddle_loader(ds, num_workers=1, multiprocessing_context="fork"))) == 4
 

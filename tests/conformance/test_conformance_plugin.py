@@ -35,8 +35,11 @@ def env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Py
 
 def test_choose_precedence_is_option_env_ini_default() -> None:
     env = {loader_ref.ENV_VAR: "e.m:C"}
-    assert loader_ref.choose("o.m:C", "i.m:C", env) == loader_ref.Choice(
+    assert loader_ref.choose("o.m:C", "i.m:C", env, short_option="s.m:C") == loader_ref.Choice(
         "o.m:C", loader_ref.SOURCE_OPTION
+    )
+    assert loader_ref.choose(None, "i.m:C", env, short_option="s.m:C") == loader_ref.Choice(
+        "s.m:C", loader_ref.SOURCE_SHORT_OPTION
     )
     assert loader_ref.choose(None, "i.m:C", env).source == loader_ref.SOURCE_ENV
     assert loader_ref.choose(None, "i.m:C", {}).source == loader_ref.SOURCE_INI
@@ -69,7 +72,7 @@ def test_bad_loader_is_a_usage_error_naming_value_source_and_fix(
     err = result.stderr.str()
     assert err.count("ERROR:") == 1
     assert repr(value) in err
-    assert loader_ref.SOURCE_OPTION in err
+    assert loader_ref.SOURCE_SHORT_OPTION in err
     assert loader_ref.FIX in err
     assert template.split("{")[0].strip() in err  # the message's fixed opening words
 
@@ -124,34 +127,33 @@ def test_unknown_spec_property_is_rejected(env: pytest.Pytester) -> None:
     assert "NoSuchProperty" in result.stderr.str()
 
 
+GRADED = """
+import pytest
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_pass(grade):
+    grade.figure("x_s", 0.1)
+
+@pytest.mark.spec_property("PromptFaultHandling")
+def test_non_strict(grade):
+    grade.non_strict("PromptFaultHandling", 5.0, "took 5 s")
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_fail(grade):
+    grade.fail("ExactlyOnce", "1", "2")
+
+@pytest.mark.spec_property("NoDeadlock")
+def test_skip():
+    pytest.skip("no accelerator")
+
+def test_must_violation_cannot_be_non_strict(grade):
+    with pytest.raises(ValueError):
+        grade.non_strict("ExactlyOnce")
+"""
+
+
 def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
-    env.makepyfile(
-        test_x=textwrap.dedent(
-            """
-            import pytest
-
-            @pytest.mark.spec_property("ExactlyOnce")
-            def test_pass(grade):
-                grade.figure("x_s", 0.1)
-
-            @pytest.mark.spec_property("PromptFaultHandling")
-            def test_non_strict(grade):
-                grade.non_strict("PromptFaultHandling", 5.0, "took 5 s")
-
-            @pytest.mark.spec_property("ExactlyOnce")
-            def test_fail(grade):
-                grade.fail("ExactlyOnce", "1", "2")
-
-            @pytest.mark.spec_property("NoDeadlock")
-            def test_skip():
-                pytest.skip("no accelerator")
-
-            def test_must_violation_cannot_be_non_strict(grade):
-                with pytest.raises(ValueError):
-                    grade.non_strict("ExactlyOnce")
-            """
-        )
-    )
+    env.makepyfile(test_x=GRADED)
     rep = env.path / "rep"
     result = env.runpytest_subprocess("--loader=fakeloader:Loader", f"--conformance-report={rep}")
     result.stdout.fnmatch_lines(["*1 failed, 2 passed, 1 skipped, 1 non-strict*"])
@@ -171,7 +173,7 @@ def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
     assert got["test_non_strict"]["level"] == "SHOULD"
     assert data["loader"] == "fakeloader:Loader"
     assert data["complete"] is True
-    assert data["loader_source"] == loader_ref.SOURCE_OPTION
+    assert data["loader_source"] == loader_ref.SOURCE_SHORT_OPTION
     assert "NON-STRICT" in (rep / "report.md").read_text()
     assert "<table>" in (rep / "report.html").read_text()
 
@@ -240,3 +242,24 @@ def test_pyargs_collects_the_installed_suite_outside_the_checkout(
     files = set(re.findall(r"<Module (test_\w+\.py)>", result.stdout.str()))
     suite = Path(conformance.__file__).parent / "cases"
     assert files == {f.name for f in suite.glob("test_*.py") if "mark.quick" in f.read_text()}
+
+
+def _comparable(report: Path) -> list[dict]:
+    cases = json.loads(report.read_text())["cases"]
+    return [{k: v for k, v in c.items() if k != "duration_s"} for c in cases]
+
+
+def test_xdist_gives_the_same_report(env: pytest.Pytester) -> None:
+    """Each case's record travels to the xdist controller in its teardown report."""
+    env.makepyfile(test_x=GRADED)
+    got = {}
+    for name, extra in (("plain", []), ("xdist", ["-n", "2"])):
+        rep = env.path / name
+        result = env.runpytest_subprocess(
+            "--loader=fakeloader:Loader", f"--conformance-report={rep}", *extra
+        )
+        assert result.ret == pytest.ExitCode.TESTS_FAILED
+        result.stdout.fnmatch_lines(["*NON-STRICT test_x::test_non_strict*took 5 s*"])
+        got[name] = _comparable(rep / "report.json")
+    assert len(got["plain"]) == 4
+    assert got["xdist"] == got["plain"]

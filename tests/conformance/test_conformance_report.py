@@ -1,58 +1,129 @@
-"""`loaderspec report`'s matrix from per-loader results, rendered by the suite's one renderer
-(the suite runs are covered elsewhere)."""
+"""`loaderspec report`'s matrix from per-loader results (the suite's one renderer), its exit
+status, and the rule that a run which fails to start shows no earlier results (the suite runs
+themselves are covered elsewhere)."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
-from conformance.harness.report import write_matrix
+import pytest
+
+from conformance.harness.matrix import write_matrix
 from loaderspec import report
 
+WIDTH = 1024
 
-def _case(nodeid: str, outcome: str, figures: list | None = None) -> dict:
+
+def _case(cid: str, outcome: str, level: str = "MUST", **extra: object) -> dict:
     return {
-        "nodeid": nodeid,
-        "case": nodeid.split("::")[-1],
+        "id": cid,
+        "file": f"conformance/cases/{cid.split('::')[0]}.py",
+        "case": cid.split("::")[1],
         "properties": ["ShutdownCompletes"],
-        "level": "MUST",
+        "level": level,
         "outcome": outcome,
-        "figures": figures or [],
+        "figures": [],
         "detail": "",
         "duration_s": 0.1,
+        **extra,
     }
 
 
-def test_matrix_lists_every_case_for_every_loader(tmp_path: Path) -> None:
+def test_loaders_sorted_by_must_failures_each_non_pass_explained(tmp_path: Path) -> None:
     fig = [{"name": "shutdown_s", "value": 5.02, "unit": "s"}]
     results = {
         "a:L": {
-            "cases": [_case("conformance/t.py::x", "PASS"), _case("conformance/t.py::y", "FAIL")]
+            "cases": [
+                _case("test_shutdown_completes::x", "PASS"),
+                _case(
+                    "test_shutdown_completes::y",
+                    "FAIL",
+                    detail="ShutdownCompletes (MUST): expected nothing left; actual 2 workers",
+                    guards="A2 pytorch/pytorch#39570",
+                ),
+            ]
         },
-        "b:L": {"cases": [_case("conformance/t.py::x", "NON-STRICT", fig)]},
+        "b:L": {
+            "cases": [
+                _case(
+                    "test_shutdown_completes::x",
+                    "NON-STRICT",
+                    figures=fig,
+                    detail="PromptFaultHandling: shutdown took 5.02 s",
+                    guards="A1 pytorch/pytorch#81794",
+                )
+            ]
+        },
         "c:L": None,
     }
     md = write_matrix(tmp_path, results)
-    assert (
-        "| `t.py::x` | ShutdownCompletes | MUST | PASS | NON-STRICT (shutdown_s 5.02 s) | - |" in md
-    )
-    assert "| `t.py::y` | ShutdownCompletes | MUST | FAIL | - | - |" in md
-    assert "| FAIL | 1 | 0 | 0 |" in md
     data = json.loads((tmp_path / "matrix.json").read_text())
-    assert data["loaders"] == ["a:L", "b:L", "c:L"]
+    assert data["loaders"] == ["b:L", "c:L", "a:L"]  # 0, 0, 1 MUST failures (ties keep order)
     assert data["incomplete"] == ["c:L"]  # it produced no results at all
-    assert "<table>" in (tmp_path / "matrix.html").read_text()
+    assert "| `test_shutdown_completes::x` | MUST | N-S [1] | - | PASS |" in md
+    assert "| `test_shutdown_completes::y` | MUST | - | - | FAIL [2] |" in md
+    assert "| ShutdownCompletes | MUST | 1 N-S | - | 1 PASS 1 FAIL |" in md
+    assert "| **MUST failures** | | 0 | 0 | 1 |" in md
+    assert (
+        "1. `b` `test_shutdown_completes::x`: NON-STRICT: PromptFaultHandling: shutdown took"
+        " 5.02 s. Guards against: A1 pytorch/pytorch#81794" in md
+    )
+    assert "2. `a` `test_shutdown_completes::y`: FAIL: ShutdownCompletes (MUST)" in md
+    assert '<li id="n2">' in (tmp_path / "matrix.html").read_text()
 
 
 def test_a_run_stopped_at_its_limit_is_marked_incomplete(tmp_path: Path) -> None:
     results = {
-        "a:L": {"complete": True, "cases": [_case("conformance/t.py::x", "PASS")]},
-        "b:L": {"complete": False, "cases": [_case("conformance/t.py::x", "FAIL")]},
+        "a:L": {"complete": True, "cases": [_case("t::x", "PASS")]},
+        "b:L": {"complete": False, "cases": [_case("t::x", "FAIL")]},
     }
     md = write_matrix(tmp_path, results)
     assert "Incomplete runs (stopped at the time limit, or did not start" in md
     assert "`-`: not run): `b:L`" in md
     assert json.loads((tmp_path / "matrix.json").read_text())["incomplete"] == ["b:L"]
+
+
+def test_an_old_report_gets_case_ids(tmp_path: Path) -> None:
+    old = "conformance/cases/test_exactly_once.py::test_len_matches_the_batches_handed_out[True]"
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps({"cases": [{"nodeid": old}]}))
+    [case] = report.load_results(path)["cases"]
+    assert (
+        case["id"] == "test_exactly_once::test_len_matches_the_batches_handed_out[drop_last=True]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("verdict", "complete", "failed"),
+    [
+        ({"policy": "must", "failed": False, "reasons": []}, True, False),
+        ({"policy": "must", "failed": True, "reasons": ["1 unexpected FAIL (t::x)"]}, True, True),
+        (None, False, True),
+    ],
+)
+def test_exit_status_follows_each_loaders_verdict(
+    verdict: dict | None, complete: bool, failed: bool
+) -> None:
+    res = {"complete": complete, "cases": []} | ({"verdict": verdict} if verdict else {})
+    assert bool(report.failures({"a:L": res})) is failed
+    assert report.failures({"a:L": None}) == ["a:L: no complete report (see its pytest-output.txt)"]
+
+
+def test_a_run_that_fails_to_start_shows_no_earlier_results(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    stale = out / report.slug("no_such_pkg_xyz:Loader")
+    stale.mkdir(parents=True)
+    (stale / "report.json").write_text(json.dumps({"complete": True, "cases": []}))
+    args = argparse.Namespace(
+        loader=["no_such_pkg_xyz:Loader"], out=out, quick=True, timeout=120, fail_on="must"
+    )
+    assert report.run(args) == 1
+    assert not (stale / "report.json").exists()
+    assert "no_such_pkg_xyz" in (stale / "pytest-output.txt").read_text()
 
 
 def test_default_loaders_start_with_reference_and_torch() -> None:
@@ -62,3 +133,34 @@ def test_default_loaders_start_with_reference_and_torch() -> None:
 
 def test_slug_is_a_safe_directory_name() -> None:
     assert report.slug("torch.utils.data:DataLoader") == "torch_utils_data_DataLoader"
+
+
+def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> None:
+    """Eight loaders with long names, every case: Chromium lays the page out at 1024 px and
+    the page is no wider than the window."""
+    from conformance import ids
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("no Chromium: run `bash scripts/setup.sh` (it installs Debian's chromium)")
+    loaders = [f"conformance.adapters.some_long_adapter_name_{i}:LoaderClass" for i in range(8)]
+    cases = [
+        _case(cid, "FAIL", detail="X (MUST): expected " + "a very long explanation " * 20)
+        for cid in ids.suite()
+    ]
+    write_matrix(tmp_path, {x: {"cases": cases} for x in loaders})
+    page = tmp_path / "matrix.html"
+    probe = (
+        "<script>window.onload=()=>{document.body.setAttribute('data-w',"
+        "document.documentElement.scrollWidth)}</script>"
+    )
+    page.write_text(page.read_text() + probe)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    done = subprocess.run(
+        [chromium, *flags, f"--window-size={WIDTH},800", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    width = int(done.stdout.split('data-w="', 1)[1].split('"', 1)[0])
+    assert width <= WIDTH

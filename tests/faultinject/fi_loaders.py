@@ -7,10 +7,11 @@ import multiprocessing
 import time
 from typing import Any
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 NO_SPAWN = "this loader starts its workers with fork only"
 NO_IN_ORDER = "in_order=False: this loader always delivers in order"
+NO_ITERABLE = "an IterableDataset: this loader reads map-style datasets only"
 
 # Processes the leaking loaders started, kept so nobody joins (or reaps) them.
 _KEPT: list[Any] = []
@@ -24,6 +25,14 @@ class DeclaresForkOnly(DataLoader):
         if loader_kwargs.get("multiprocessing_context") not in (None, "fork"):
             return NO_SPAWN
         return None
+
+
+class DeclaresMapStyleOnly(DataLoader):
+    """Declares, from the dataset it is shown, that it cannot read an IterableDataset."""
+
+    @classmethod
+    def loaderspec_unsupported(cls, dataset: Any = None, **loader_kwargs: Any) -> str | None:
+        return NO_ITERABLE if isinstance(dataset, IterableDataset) else None
 
 
 class RefusesInConstructor(DataLoader):

@@ -54,9 +54,10 @@ def leak_zombie() -> int:
 
 
 def leak_shm(name_suffix: str) -> list[str]:
-    """Leave two /dev/shm entries: one named with our pid (torch's style), one without a pid."""
+    """Leave two /dev/shm entries: one named with our pid (torch's style), one whose random hex
+    token merely contains our pid's digits (Python's `psm_<hex>` style): not a pid."""
     mine = f"torch_{os.getpid()}_{name_suffix}"
-    other = f"faultinject-test-{name_suffix}"
+    other = f"psm_{os.getpid()}cafe{name_suffix}"
     for name in (mine, other):
         with open(f"/dev/shm/{name}", "wb") as f:
             f.write(b"x" * 4096)

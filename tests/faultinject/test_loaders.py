@@ -6,7 +6,7 @@ import fi_loaders as L
 import pytest
 from torch.utils.data import DataLoader
 
-from faultinject import loaders
+from faultinject import driver, loaders
 
 
 @pytest.mark.parametrize("value", ["torch.utils.data:DataLoader", "torch.utils.data.DataLoader"])
@@ -40,6 +40,21 @@ def test_a_local_class_has_no_importable_name():
 
     with pytest.raises(loaders.LoaderRefError, match="module level"):
         loaders.ref_of(Local)
+
+
+def test_a_declaration_is_shown_the_plans_dataset():
+    """An iterable plan is refused before anything starts by a loader that declares map-style
+    only; a map-style plan of the same loader runs."""
+    workers = {"num_workers": 2}
+    iterable = driver.run(
+        L.DeclaresMapStyleOnly, driver.Plan(shards=(2, 2), kwargs=workers), deadline_s=30
+    )
+    assert iterable.refused == L.NO_ITERABLE
+    assert iterable.report is None  # refused before the sandbox started
+    mapped = driver.run(L.DeclaresMapStyleOnly, driver.Plan(n=4, kwargs=workers), deadline_s=30)
+    assert mapped.refused is None
+    assert mapped.report is not None
+    assert mapped.report.outcome == "returned"
 
 
 def test_declarations_and_their_defaults():

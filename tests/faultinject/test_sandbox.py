@@ -82,7 +82,7 @@ def test_leaked_shm_is_attributed_by_pid_and_removed(tmp_path):
         assert other in report.unattributed_shm
         assert other not in report.leaked_shm
         assert not os.path.exists(f"/dev/shm/{mine}")
-        assert os.path.exists(f"/dev/shm/{other}")  # not ours to remove: no pid in its name
+        assert os.path.exists(f"/dev/shm/{other}")  # not ours to remove: no pid token in its name
     finally:
         os.unlink(f"/dev/shm/{other}")
 

@@ -1,0 +1,296 @@
+"""The conformance matrix: several loaders' reports side by side, as JSON, Markdown and HTML.
+
+A pure function of each loader's ``report.json`` (``matrix``), rendered by ``matrix_markdown``
+and ``matrix_html`` and written by ``write_matrix`` (``loaderspec report`` and the documentation
+site use it). Loaders are sorted by their MUST failures, fewest first; a summary row per spec
+property gives each loader's outcomes over the cases that check it; each case row shows only
+outcomes, each non-PASS with a note number, and the notes below give every non-PASS in one line:
+its cause (the report's detail) and, for a FAIL or NON-STRICT, the public issues the case guards
+against (``FAILURE-MODES.md`` ids from the case's docstring). Cells stay short and the HTML table
+takes the page's width (names wrap at underscores), so it reads without scrolling sideways.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from conformance.harness.grading import FAIL, NON_STRICT, PASS
+from conformance.harness.report import COLORS, STYLE, counts, page
+from loaderspec.vocabulary import PROPERTIES
+
+__all__ = ["case_key", "matrix", "matrix_html", "matrix_markdown", "short_name", "write_matrix"]
+
+CAUSE_CHARS = 160
+_ABBREV = {PASS: "PASS", FAIL: "FAIL", NON_STRICT: "N-S", "SKIP": "SKIP"}
+_MATRIX_STYLE = (
+    "<style>table.m{width:100%;table-layout:fixed}table.m td,table.m th{overflow-wrap:anywhere;"
+    "font-size:13px}table.m col.case{width:30%}table.m col.level{width:5.5em}"
+    "ol.notes li{margin:2px 0}</style>"
+)
+
+
+def short_name(loader: str) -> str:
+    """A loader's column title: ``reference``, ``torch``, or an adapter's module name."""
+    module = loader.split(":", 1)[0]
+    if module.startswith("conformance.adapters."):
+        return module.rsplit(".", 1)[1]
+    return module.split(".", 1)[0]
+
+
+def case_key(case: dict[str, Any]) -> str:
+    """A case's id (``conformance.ids``); for a report written before ids existed, its node id
+    without the folders."""
+    if case.get("id"):
+        return str(case["id"])
+    file, _, rest = str(case["nodeid"]).partition("::")
+    return f"{Path(file).stem}::{rest}"
+
+
+def _must_failures(res: dict[str, Any] | None) -> int:
+    cases = (res or {}).get("cases", [])
+    return sum(1 for c in cases if c["outcome"] == FAIL and c["level"] == "MUST")
+
+
+def _cause(case: dict[str, Any]) -> str:
+    text = " ".join(str(case.get("detail") or "").split()) or "no detail recorded"
+    if len(text) > CAUSE_CHARS:
+        text = text[: CAUSE_CHARS - 1] + "…"
+    runs = case.get("runs")
+    if runs and len(runs.get("outcomes", {})) > 1:
+        text += f" (racy: {runs['failed']} of {runs['n']} runs FAIL)"
+    return text
+
+
+def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
+    """The matrix of each loader's report.json (None: the loader produced none)::
+
+    {loaders (fewest MUST failures first), incomplete, must_failures, properties: [{property,
+    level, by_loader: {loader: counts}}], cases: [{id, file, case, properties, level,
+    by_loader: {loader: case | None}, notes: {loader: n}}], notes: [{n, loader, id,
+    outcome, cause, issues}]}
+    """
+    given = list(results)
+    loaders = sorted(given, key=lambda x: (_must_failures(results[x]), given.index(x)))
+    rows: dict[str, dict[str, Any]] = {}
+    for loader in loaders:
+        for case in (results[loader] or {}).get("cases", []):
+            key = case_key(case)
+            row = rows.setdefault(
+                key,
+                {
+                    "id": key,
+                    "file": case.get("file") or str(case.get("nodeid", "")).split("::")[0],
+                    "case": key.split("::", 1)[1],
+                    "properties": case["properties"],
+                    "level": case["level"],
+                    "by_loader": {},
+                    "notes": {},
+                },
+            )
+            row["by_loader"][loader] = case
+    cases = sorted(rows.values(), key=lambda r: r["id"])
+    notes = []
+    for row in cases:
+        for loader in loaders:
+            row["by_loader"].setdefault(loader, None)
+            case = row["by_loader"][loader]
+            if case is None or case["outcome"] == PASS:
+                continue
+            issues = case.get("guards", "") if case["outcome"] in (FAIL, NON_STRICT) else ""
+            notes.append(
+                {
+                    "n": len(notes) + 1,
+                    "loader": loader,
+                    "id": row["id"],
+                    "outcome": case["outcome"],
+                    "cause": _cause(case),
+                    "issues": issues,
+                }
+            )
+            row["notes"][loader] = len(notes)
+    properties = []
+    for prop in PROPERTIES:
+        mine = [r for r in cases if r["properties"] and r["properties"][0] == prop.name]
+        if mine:
+            by_loader = {
+                x: counts([c for r in mine if (c := r["by_loader"][x]) is not None])
+                for x in loaders
+            }
+            properties.append(
+                {"property": prop.name, "level": prop.level.value, "by_loader": by_loader}
+            )
+    # A run stopped from outside (past its time limit) keeps the cases it finished; "-" marks
+    # the rest.
+    incomplete = [x for x in loaders if results[x] is None or not results[x].get("complete", True)]
+    return {
+        "loaders": loaders,
+        "incomplete": incomplete,
+        "must_failures": {x: _must_failures(results[x]) for x in loaders},
+        "properties": properties,
+        "cases": cases,
+        "notes": notes,
+    }
+
+
+def _summary(c: dict[str, int]) -> str:
+    """A property's or loader's outcomes in one short cell: "7 PASS", "5 PASS 2 FAIL"."""
+    parts = [f"{n} {_ABBREV[o]}" for o, n in c.items() if n]
+    return " ".join(parts) or "-"
+
+
+def _worst_color(c: dict[str, int]) -> str:
+    """The colour of the worst outcome a summary cell counts."""
+    for outcome in (FAIL, NON_STRICT, "SKIP", PASS):
+        if c.get(outcome):
+            return COLORS[outcome]
+    return "#fff"
+
+
+def _outcome_cell(row: dict[str, Any], loader: str) -> str:
+    case = row["by_loader"][loader]
+    if case is None:
+        return "-"
+    note = row["notes"].get(loader)
+    return _ABBREV[case["outcome"]] + (f" [{note}]" if note else "")
+
+
+def _totals(m: dict[str, Any]) -> dict[str, dict[str, int]]:
+    return {
+        x: counts([c for r in m["cases"] if (c := r["by_loader"][x]) is not None])
+        for x in m["loaders"]
+    }
+
+
+def _legend(m: dict[str, Any]) -> list[str]:
+    return [f"{short_name(x)}: {x}" for x in m["loaders"]]
+
+
+def matrix_markdown(m: dict[str, Any]) -> str:
+    loaders = m["loaders"]
+    head = " | ".join(f"`{short_name(x)}`" for x in loaders)
+    rule = " | ".join("---" for _ in loaders)
+    lines = [
+        "# Conformance matrix",
+        "",
+        "Loaders, fewest MUST failures first: "
+        + "; ".join(f"`{short_name(x)}` = `{x}`" for x in loaders)
+        + ". N-S: NON-STRICT; `[n]`: note n below, the cause of that outcome.",
+        "",
+    ]
+    if m.get("incomplete"):
+        lines += [
+            "Incomplete runs (stopped at the time limit, or did not start: see their"
+            " pytest-output.txt; `-`: not run): " + ", ".join(f"`{x}`" for x in m["incomplete"]),
+            "",
+        ]
+    lines += ["## By property", "", f"| property | level | {head} |", f"| --- | --- | {rule} |"]
+    for p in m["properties"]:
+        cells = " | ".join(_summary(p["by_loader"][x]) for x in loaders)
+        lines.append(f"| {p['property']} | {p['level']} | {cells} |")
+    totals = _totals(m)
+    lines.append(
+        "| **MUST failures** | | " + " | ".join(str(m["must_failures"][x]) for x in loaders) + " |"
+    )
+    lines.append("| **all cases** | | " + " | ".join(_summary(totals[x]) for x in loaders) + " |")
+    lines += ["", "## By case", "", f"| case | level | {head} |", f"| --- | --- | {rule} |"]
+    for row in m["cases"]:
+        cells = " | ".join(_outcome_cell(row, x) for x in loaders)
+        lines.append(f"| `{row['id']}` | {row['level']} | {cells} |")
+    lines += ["", "## Notes: every outcome other than PASS", ""]
+    if not m["notes"]:
+        lines.append("None: every case passed for every loader.")
+    for note in m["notes"]:
+        issues = f" Guards against: {note['issues']}" if note["issues"] else ""
+        cause = note["cause"].replace("|", "\\|")
+        cause += "" if cause.endswith((".", "…", ")")) else "."
+        lines.append(
+            f"{note['n']}. `{short_name(note['loader'])}` `{note['id']}`: {note['outcome']}: "
+            f"{cause}{issues}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _breakable(text: str) -> str:
+    return html.escape(text).replace("_", "_<wbr>").replace(",", ",<wbr>")
+
+
+def matrix_html(m: dict[str, Any]) -> str:
+    loaders = m["loaders"]
+    cols = '<colgroup><col class="case"><col class="level">' + "<col>" * len(loaders)
+    head = "<tr><th>{}</th><th>level</th>{}</tr>".format(
+        "{}", "".join(f"<th>{html.escape(short_name(x))}</th>" for x in loaders)
+    )
+
+    def table(first: str, rows: list[str]) -> str:
+        return f'<table class="m">{cols}</colgroup>{head.format(first)}{"".join(rows)}</table>'
+
+    prop_rows = []
+    for p in m["properties"]:
+        cells = "".join(
+            f'<td style="background:{_worst_color(p["by_loader"][x])}">'
+            f"{_summary(p['by_loader'][x])}</td>"
+            for x in loaders
+        )
+        prop_rows.append(f"<tr><td>{p['property']}</td><td>{p['level']}</td>{cells}</tr>")
+    totals = _totals(m)
+    prop_rows.append(
+        "<tr><th>MUST failures</th><td></td>"
+        + "".join(f"<td><b>{m['must_failures'][x]}</b></td>" for x in loaders)
+        + "</tr><tr><th>all cases</th><td></td>"
+        + "".join(f"<td>{_summary(totals[x])}</td>" for x in loaders)
+        + "</tr>"
+    )
+    case_rows = []
+    for row in m["cases"]:
+        cells = []
+        for x in loaders:
+            case = row["by_loader"][x]
+            color = COLORS.get(case["outcome"], "#fff") if case else "#fff"
+            text = html.escape(_outcome_cell(row, x))
+            note = row["notes"].get(x)
+            if note:
+                text = f'<a href="#n{note}">{text}</a>'
+            cells.append(f'<td style="background:{color}">{text}</td>')
+        case_rows.append(
+            f"<tr><td><code>{_breakable(row['id'])}</code></td><td>{row['level']}</td>"
+            + "".join(cells)
+            + "</tr>"
+        )
+    notes = "".join(
+        f'<li id="n{n["n"]}"><b>{html.escape(short_name(n["loader"]))}</b> '
+        f"<code>{_breakable(n['id'])}</code>: {n['outcome']}: {html.escape(n['cause'])}"
+        + (f" <i>Guards against: {html.escape(n['issues'])}</i>" if n["issues"] else "")
+        + "</li>"
+        for n in m["notes"]
+    )
+    incomplete = (
+        "<p>Incomplete runs (stopped at the time limit, or did not start): "
+        + ", ".join(f"<code>{html.escape(x)}</code>" for x in m["incomplete"])
+        + "</p>"
+        if m.get("incomplete")
+        else ""
+    )
+    legend = "<p>Loaders, fewest MUST failures first: " + "; ".join(
+        html.escape(x) for x in _legend(m)
+    )
+    body = (
+        f"{legend}. N-S: NON-STRICT; [n]: note n, the cause.</p>{incomplete}"
+        f"<h2>By property</h2>{table('property', prop_rows)}"
+        f"<h2>By case</h2>{table('case', case_rows)}"
+        f'<h2>Notes: every outcome other than PASS</h2><ol class="notes">{notes}</ol>'
+    )
+    return page("Conformance matrix", body, style=STYLE + _MATRIX_STYLE)
+
+
+def write_matrix(out: Path, results: dict[str, dict[str, Any] | None]) -> str:
+    """Write matrix.json, matrix.md and matrix.html into `out`; return the Markdown."""
+    m = matrix(results)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "matrix.json").write_text(json.dumps(m, indent=1) + "\n")
+    md = matrix_markdown(m)
+    (out / "matrix.md").write_text(md)
+    (out / "matrix.html").write_text(matrix_html(m))
+    return md

@@ -1,0 +1,94 @@
+"""Shared by the adapter tests: the fixture that reaps finished workers, and the
+sandbox targets that drive any loader named "module:Class" (module-level: the sandbox pickles
+them by reference)."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import traceback
+from typing import Any
+
+import pytest
+import torch
+
+from faultinject import loaders, processes
+
+
+@pytest.fixture(autouse=True)
+def reap_finished_workers():
+    """torchdata's and paddle's loaders run in this process may leave finished workers unjoined
+    (zombies until their Process objects are polled); reap them, so that later tests' leak
+    checks see only processes of their own."""
+    yield
+    gc.collect()
+    multiprocessing.active_children()  # joins every finished child it still holds
+
+
+def flat(batches):
+    out = []
+    for b in batches:
+        out.extend(b.tolist() if isinstance(b, torch.Tensor) else [b])
+    return out
+
+
+# Sandbox targets (module-level: the sandbox pickles them by reference).
+
+
+def as_list(batch: list[Any]) -> list[Any]:
+    """A collate_fn without tensors: a killed worker then has no fd in flight, whose loss makes
+    torch leak a temp file (docs/faultinject.md, torch's SIGCHLD handler)."""
+    return list(batch)
+
+
+def first_batches_then_drop(
+    loader_path: str, ds: Any, iter_bound_s: float, loader_bound_s: float
+) -> dict[str, Any]:
+    """Take one batch, drop the iterator, then the loader; which workers outlived each drop
+    (waiting up to the bound after each)."""
+    cls = loaders.resolve(loader_path)
+    loader = cls(ds, batch_size=1, num_workers=2, multiprocessing_context="fork")
+    before = {p.pid for p in processes.children()}
+    it = iter(loader)
+    next(it)
+    workers = processes.new_children(before)
+    del it
+    gc.collect()
+    after_iter = processes.wait_gone(workers, iter_bound_s)
+    del loader
+    gc.collect()
+    after_loader = processes.wait_gone(workers, loader_bound_s)
+    return {"workers": workers, "after_iter": after_iter, "after_loader": after_loader}
+
+
+def drain(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
+    """Iterate the loader until it ends or raises; items, error and workers back. SIGCHLD is
+    held back (a loader's handler may raise) everywhere but in the loop itself."""
+    cls = loaders.resolve(loader_path)
+    items: list[Any] = []
+    error = None
+    with processes.sigchld_deferred() as held:
+        before = {p.pid for p in processes.children()}
+        it = iter(cls(ds, **kw))
+        workers = processes.new_children(before)
+        try:
+            with held.released():
+                for batch in it:
+                    items.extend(torch.as_tensor(batch).flatten().tolist())
+        except Exception as e:
+            traceback.clear_frames(e.__traceback__)
+            error = (type(e).__name__, str(e))
+        del it
+    return {"items": items, "error": error, "workers": workers}
+
+
+def busy_then_die(loader_path: str, ds: Any) -> None:
+    """Take one batch of a 2-worker loader whose workers still have work (a long epoch), then
+    SIGKILL this process (the loader's): do its workers outlive it? (`SandboxReport.orphans`,
+    `orphan_exit_s`)."""
+    from faultinject import kill_self
+
+    cls = loaders.resolve(loader_path)
+    it = iter(cls(ds, batch_size=1, num_workers=2))
+    next(it)
+    kill_self()
