@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         rows += part
         print(render(part), flush=True)
     if "suite" in sections:
-        part = suite.rows(loaders, 1800.0, _progress)
+        part = suite.rows(loaders, args.quick, 1800.0, _progress)
         rows += part
         print(render(part), flush=True)
     targets = [r for r in rows if "target" in r.note and "reference" in r.name]
