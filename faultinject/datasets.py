@@ -22,6 +22,7 @@ from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from faultinject import _fire
 from faultinject.faults import (
+    COLLATE_POINTS,
     EVERY,
     Die,
     Fault,
@@ -216,7 +217,7 @@ class _Faulty:
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Die:after_fetch", index, k)
             _fire.fire_die(f)
-        elif f.point == "in_collate":
+        elif f.point in COLLATE_POINTS:
             # Once-only is claimed by collate, where the fault fires.
             _fire.arm_collate(f.at)
         elif f.point == "blocked_put" and _fire.claim_once(self.state_dir, f, k):
