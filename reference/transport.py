@@ -234,9 +234,13 @@ def _dumps(
     obj: Any, arena: WorkerArena | None = None
 ) -> tuple[bytes, list[pickle.PickleBuffer], list[int]]:
     """Pickle ``obj``; return the stream, the buffers left out of it, and the arena slots it
-    refers to (one entry per reference)."""
+    refers to (one entry per reference), counted as sent (``WorkerArena.sent``) once the whole
+    of ``obj`` pickled: none is counted when it does not."""
     oob: list[pickle.PickleBuffer] = []
     slots: list[int] = []
+    # Tensors copied into slots while pickling: alive until their slots are counted as sent,
+    # or a later copy in the same message could take the same (then free) slot.
+    copies: list[torch.Tensor] = []
 
     def keep_in_band(buf: pickle.PickleBuffer) -> bool:
         # pickle's contract: a true return value keeps the buffer in the stream.
@@ -249,17 +253,23 @@ def _dumps(
     pickler = pickle.Pickler(stream, protocol=5, buffer_callback=keep_in_band)
     pickler.dispatch_table = _DISPATCH
     if arena is not None:
-        pickler.persistent_id = _slot_refs(arena, slots)
+        pickler.persistent_id = _slot_refs(arena, slots, copies)
     try:
         pickler.dump(obj)
     except Exception as exc:
         raise _unpicklable_error(obj, exc) from exc
+    if slots:
+        assert arena is not None
+        arena.sent(slots)  # the copies still hold theirs
     return stream.getvalue(), oob, slots
 
 
-def _slot_refs(arena: WorkerArena, slots: list[int]) -> Callable[[Any], Any]:
+def _slot_refs(
+    arena: WorkerArena, slots: list[int], copies: list[torch.Tensor]
+) -> Callable[[Any], Any]:
     """The pickler's ``persistent_id``: a tensor in an arena slot (or a big one copied into a
-    free slot) travels as a reference to it (``reference/arena.py``); all else is pickled."""
+    free slot, kept in ``copies``) travels as a reference to it (``reference/arena.py``); all
+    else is pickled."""
 
     def persistent_id(obj: Any) -> Any:
         kind = type(obj)
@@ -271,6 +281,7 @@ def _slot_refs(arena: WorkerArena, slots: list[int]) -> Callable[[Any], Any]:
         if ref is None and obj.nbytes >= OOB_THRESHOLD and _plain_strided_cpu(obj):
             copy = arena.copy_in(obj.detach())
             if copy is not None:
+                copies.append(copy)
                 ref = arena.ref(copy)
                 assert ref is not None
                 ref = (*ref[:9], obj.requires_grad, kind is torch.nn.Parameter)
@@ -296,9 +307,6 @@ def pack(obj: Any, arena: WorkerArena | None = None) -> list[bytes | memoryview]
             no slot was counted.
     """
     stream, oob, slots = _dumps(obj, arena)
-    if slots:
-        assert arena is not None
-        arena.sent(slots)
     flags = KIND_SLOTS if slots else 0
     if not oob:
         return [bytes((KIND_INBAND | flags,)) + stream]

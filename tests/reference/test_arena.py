@@ -79,6 +79,27 @@ def test_worker_and_main_share_one_slot_without_a_copy():
         main.close()
 
 
+def test_big_tensors_of_one_message_are_copied_into_distinct_slots():
+    """Two big tensors outside the slots in one message: each copy keeps its slot until the
+    message counts them as sent, so the second does not overwrite the first."""
+    from multiprocessing import Pipe
+
+    main = arena.MainArena()
+    try:
+        worker = arena.WorkerArena(main.handle())
+        r, w = Pipe(duplex=False)
+        first, second = torch.full((WIDTH,), 1.0), torch.full((WIDTH,), 2.0)
+        transport.send(w, [first, second], worker)
+        got = transport.recv(r, main)
+        assert _mapped() > 0, "both travelled in slots"
+        assert torch.equal(got[0], first)
+        assert torch.equal(got[1], second)
+        r.close()
+        w.close()
+    finally:
+        main.close()
+
+
 def test_small_allocations_are_private():
     main = arena.MainArena()
     try:
