@@ -4,7 +4,6 @@ eventually gone, stuck workers included."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from conformance.harness import (
     EVERY,
@@ -14,6 +13,7 @@ from conformance.harness import (
     Hang,
     Leave,
     Run,
+    Wide,
     accelerator,
     checks,
     hang_s,
@@ -240,12 +240,6 @@ def test_fd_count_stays_flat_across_persistent_pinned_loaders(
     checks.nothing_left(grade, r)
 
 
-def _big_item(i: int) -> torch.Tensor:
-    """64 KiB per item: a collated batch of two is as big as a shared-memory batch gets to be
-    (the reference loader's slots take batches from 64 KiB, torch collates into /dev/shm)."""
-    return torch.full((8192,), float(i), dtype=torch.float64)
-
-
 @pytest.mark.spec_property(PROP, "WorkerDeathRaises")
 def test_worker_killed_holding_a_shared_batch_leaves_nothing(
     loader_cls: type, grade: Grade
@@ -263,7 +257,7 @@ def test_worker_killed_holding_a_shared_batch_leaves_nothing(
     r = play(
         loader_cls,
         n=12,
-        item=_big_item,
+        item=Wide(8192),  # 64 KiB items: batches in shared memory
         faults=(Die(6, point="after_collate"),),
         kwargs=kwargs(2, 2, batch_size=2),
     )
