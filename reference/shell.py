@@ -253,6 +253,9 @@ class MultiProcessingIter(BaseIter):
         )
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
+        # The Config header's time: before any worker starts, so that it comes before every
+        # record of this iterator's workers (worker_init_fn runs, and may fail, at once).
+        t_created = time.monotonic_ns()
         try:
             for i in range(self._num_workers):
                 arena = MainArena() if arena_available() else None
@@ -309,7 +312,7 @@ class MultiProcessingIter(BaseIter):
         self._pids: list[int] = [w.pid for w in self._workers]  # kept: a reaped Process is closed
         _live_iters.add(self)
         if tracewriter.ENABLED:
-            self._trace_config()
+            self._trace_config(t_created)
         self._reset(loader, first_iter=True)
 
     def _start_pin_thread(self, ctx: Any) -> None:
@@ -335,8 +338,9 @@ class MultiProcessingIter(BaseIter):
         )
         self._pin_memory_thread.start()
 
-    def _trace_config(self) -> None:
-        """The ``Config`` header (docs/contracts.md): the model constants this run follows."""
+    def _trace_config(self, t: int) -> None:
+        """The ``Config`` header (docs/contracts.md): the model constants this run follows,
+        dated ``t``, when the iterator began to start its workers."""
         config = self._config
         tracewriter.emit_config(
             {
@@ -349,7 +353,8 @@ class MultiProcessingIter(BaseIter):
                 "num_tasks": None if config.iterable else len(self._index_sampler),
                 "timeout": float(self._timeout),
                 "worker_pids": self._pids,
-            }
+            },
+            t=t,
         )
 
     @property
