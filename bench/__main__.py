@@ -1,13 +1,16 @@
-"""``python -m bench [--quick] [--json FILE]``: reference.DataLoader beside torch, in one run.
+"""``python -m bench`` (or ``loaderspec bench``): every installed loader side by side, in one run.
 
-Prints the transport cost per batch; throughput for the issue's workloads (batches/s and CPU per
-batch) with the ratios to torch and the issue's targets; and the fault figures with their ratios:
-worker-death report latency and what later ``next()`` calls do, orphan exit after the parent's
-SIGKILL (idle, busy in ``__getitem__``, blocked on a full pipe), shutdown with a stuck worker.
-A loader that cannot be imported, or a figure that cannot be measured, is a row
-"n/a: <reason>"; a wait that reached its deadline is a row "> N s"; the run itself does not fail
-for either. Timings on a shared machine are noisy: the header records the machine and its load
-average. See docs/bench.md."""
+Sections: the transport cost per batch; throughput over sweeps of item cost, item size, batch
+size and workers (batches/s min/median/max, first-batch latency, CPU per batch, peak RSS, fds,
+threads and processes) with ratios to torch and the issue's targets; the fault figures of every
+loader (worker death -> error and later ``next()``, orphans after the parent's SIGKILL idle /
+busy / blocked, shutdown with a stuck worker) with ratios; the spec side (TLC states and seconds
+as workers, prefetch and batches grow); and, when asked, the conformance suite's wall time per
+loader. A loader that cannot be imported, or a figure that cannot be measured, is a row
+"n/a: <reason>"; a wait that reached its deadline is "> N s"; the run itself fails for neither.
+A progress line goes to stderr; the tables to stdout; ``--out DIR`` gets results.json,
+results.md and PNG plots. Timings on a shared machine are noisy: the load average is recorded
+at the start and the end. See docs/bench.md."""
 
 from __future__ import annotations
 
@@ -18,22 +21,28 @@ import platform
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from bench import faults, throughput, transport
+from bench import faults, results, spec, suite, throughput, transport
 from bench.loaders import LOADERS, unavailable_reason
 from bench.rows import Row, render, to_json
 
-SECTIONS = ("transport", "throughput", "faults")
+SECTIONS = ("transport", "throughput", "faults", "spec", "suite")
+DEFAULT_SECTIONS = ("transport", "throughput", "faults", "spec")  # the suite takes minutes each
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes, one run each")
+    parser.add_argument("--quick", action="store_true", help="smoke sizes, one run each")
+    parser.add_argument("--out", type=Path, metavar="DIR", help="write results.md/.json + plots")
     parser.add_argument("--json", type=Path, metavar="FILE", help="also write the rows as JSON")
     parser.add_argument(
-        "--only", action="append", choices=SECTIONS, help="run only this section (repeatable)"
+        "--only",
+        action="append",
+        choices=SECTIONS,
+        help=f"run only this section (repeatable; default: {', '.join(DEFAULT_SECTIONS)})",
     )
     parser.add_argument(
         "--loader",
@@ -48,6 +57,12 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="bound on each fault wait (default: 6 with --quick, else 10)",
     )
     parser.add_argument("--repeats", type=int, metavar="N", help="throughput repeats per loader")
+    parser.add_argument(
+        "--workload",
+        action="append",
+        choices=[w.name for w in throughput.workloads(quick=False)],
+        help="throughput: only these workloads (repeatable; default: every sweep point)",
+    )
     return parser.parse_args(argv)
 
 
@@ -65,18 +80,24 @@ def machine() -> dict[str, object]:
     }
 
 
+def _progress(text: str) -> None:
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"[bench {datetime.datetime.now():%H:%M:%S}, load {load:.1f}] {text}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the chosen sections; print the table; write JSON if asked."""
+    """Run the chosen sections; print the tables; write the results folder and JSON if asked."""
     args = _parse(argv)
-    sections = args.only or list(SECTIONS)
+    sections = args.only or list(DEFAULT_SECTIONS)
     names = args.loader or list(LOADERS)
     loaders = {name: unavailable_reason(name) for name in names}
     deadline = args.deadline if args.deadline is not None else (6.0 if args.quick else 10.0)
     repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
-    meta = {
+    meta: dict[str, Any] = {
         **machine(),
         "mode": "quick" if args.quick else "full",
         "deadline_s": deadline,
+        "repeats": repeats,
         "loaders": {name: reason or "available" for name, reason in loaders.items()},
     }
     print(
@@ -84,16 +105,38 @@ def main(argv: list[str] | None = None) -> int:
         f"load {meta['loadavg_at_start']}, torch {meta['torch']}",
         flush=True,
     )
+    for name, reason in loaders.items():
+        if reason:
+            print(f"skipping {name}: {reason}", flush=True)
     rows: list[Row] = []
+    works: list[throughput.Workload] = []
+    summary: dict[str, Any] = {}
+    spec_points: list[dict[str, Any]] = []
     if "transport" in sections:
-        rows += transport.rows(args.quick)
-        print(render(r for r in rows if r.section == "transport"), flush=True)
+        _progress("transport")
+        part = transport.rows(args.quick)
+        rows += part
+        print(render(part), flush=True)
     if "throughput" in sections:
-        part = throughput.rows(loaders, args.quick, repeats, deadline_s=300.0)
+        works, runs = throughput.run_all(
+            loaders, args.quick, repeats, 300.0, _progress, only=args.workload
+        )
+        summary = throughput.summarize(works, runs)
+        part = throughput.rows(works, summary, loaders)
         rows += part
         print(render(part), flush=True)
     if "faults" in sections:
-        part = faults.rows(loaders, args.quick, deadline)
+        part = faults.rows(loaders, args.quick, deadline, _progress)
+        rows += part
+        print(render(part), flush=True)
+    if "spec" in sections:
+        spec_timeout = 120.0 if args.quick else 600.0
+        spec_points = spec.measure(args.quick, spec_timeout, _progress)
+        part = spec.rows(spec_points, spec_timeout)
+        rows += part
+        print(render(part), flush=True)
+    if "suite" in sections:
+        part = suite.rows(loaders, args.quick, 1800.0, _progress)
         rows += part
         print(render(part), flush=True)
     targets = [r for r in rows if "target" in r.note and "reference" in r.name]
@@ -102,9 +145,12 @@ def main(argv: list[str] | None = None) -> int:
         for row in targets:
             value = "n/a" if row.value is None else f"{row.value:,.3g} {row.unit}"
             print(f"{_verdict(row):<7} {value:>10}  {row.name}", flush=True)
+    meta["loadavg_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     if args.json:
-        meta["loadavg_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
         args.json.write_text(to_json(rows, meta) + "\n")
+    if args.out:
+        written = results.write(args.out, rows, meta, works, summary, spec_points)
+        print(f"\nwrote {', '.join(str(p) for p in written)}", flush=True)
     return 0
 
 

@@ -12,6 +12,7 @@ lower bound (``> N s``, kept in ``Row.bound`` so the ratio is "more than")."""
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from bench.loaders import LOADERS
@@ -24,6 +25,7 @@ SECTION = "faults"
 STARTUP_S = 30.0  # a spawned child's loader starting its workers on 2 loaded cores
 LATER_CALLS = 20  # next() calls after the worker-death error
 DEATH_ITEM_S = 0.02  # every item takes this long: the workers always have a task in hand
+HANGS_TO_STOP = 2  # worker death: stop a loader's runs once this many have all hung
 
 
 def _play(loader: str, plan: Plan, deadline_s: float, **kw: Any) -> Run:
@@ -88,6 +90,8 @@ def _death(r: Run) -> dict[str, Any]:
     killed = r.first("killed")
     if killed is None:
         return {"outcome": "failed", "error": "no worker was killed"}
+    if not killed["value"]:  # threads, or a pool the driver cannot see: nothing to kill
+        return {"outcome": "no workers", "error": "the loader started no worker processes"}
     after = [e for e in r.calls() if e["t"] >= killed["t"]]
     first = next((i for i, e in enumerate(after) if e["kind"] != "batch"), None)
     if first is None:
@@ -125,7 +129,11 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
     failed: list[str] = []
     later = {"raised": 0, "batches": 0, "StopIteration": 0, "hung": 0}
     handed_out = 0
+    done = 0
     for _ in range(runs):
+        if done >= HANGS_TO_STOP and hangs + later["hung"] == done:
+            break  # every run so far waited out its deadline: more would only wait again
+        done += 1
         r = _play(loader, _death_plan(), STARTUP_S + 2 * deadline_s)
         reason = _failed(r)
         if reason:
@@ -134,6 +142,12 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
                 Row(SECTION, later_name, None, "ms", reason),
             ]
         seen = _death(r)
+        if seen["outcome"] == "no workers":  # the same in every run: say so after the first
+            reason = f"n/a: {seen['error']}"
+            return [
+                Row(SECTION, name, None, "ms", reason),
+                Row(SECTION, later_name, None, "ms", reason),
+            ]
         if seen["outcome"] == "hung":
             hangs += 1
         elif seen["outcome"] == "raised":
@@ -148,12 +162,14 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
             silent += 1
         else:
             failed.append(na(seen["error"]))
-    if failed and len(failed) == runs:
+    if failed and len(failed) == done:
         return [
             Row(SECTION, name, None, "ms", failed[0]),
             Row(SECTION, later_name, None, "ms", failed[0]),
         ]
-    detail = f"{runs} runs: {len(latencies)} raised, {hangs} hung > {deadline_s:g} s"
+    detail = f"{done} runs: {len(latencies)} raised, {hangs} hung > {deadline_s:g} s"
+    if done < runs:
+        detail += f" (stopped after {done}: every one hung)"
     if silent:
         detail += f", {silent} ended silently (StopIteration)"
     if failed:
@@ -311,7 +327,12 @@ def ratio(label: str, unit: str, mine: Row, torch_row: Row, loader: str) -> Row:
     return Row(SECTION, name, None, "x", "n/a: no torch figure")
 
 
-def rows(loaders: dict[str, str | None], quick: bool, deadline_s: float) -> list[Row]:
+def rows(
+    loaders: dict[str, str | None],
+    quick: bool,
+    deadline_s: float,
+    progress: Callable[[str], None] = lambda _text: None,
+) -> list[Row]:
     """Every fault figure for every loader, then ratios to torch; unavailable loaders get n/a."""
     runs_death = 1 if quick else 10
     runs_other = 1 if quick else 2
@@ -337,9 +358,11 @@ def rows(loaders: dict[str, str | None], quick: bool, deadline_s: float) -> list
     ]
     out: list[Row] = []
     ratios: list[Row] = []
-    for labels, measure in measures:
+    for step, (labels, measure) in enumerate(measures, 1):
         found: dict[str, list[Row]] = {}
         for loader, missing in loaders.items():
+            if not missing:
+                progress(f"faults [{step}/{len(measures)}] {labels[0][0]} ({loader})")
             if missing:
                 found[loader] = [
                     Row(SECTION, f"{label} ({loader})", None, unit, f"n/a: {missing}")

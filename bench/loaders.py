@@ -1,7 +1,9 @@
 """Which loaders the benchmark compares, by name; a missing one is a reason, not a crash.
 
-Owns the names shown in the report and each loader's importable `"module:Class"`; importing one
-is `faultinject.loaders.resolve`'s job (the one resolver).
+Owns the names shown in the report and each loader's importable `"module:Class"` (the peers
+through `conformance.adapters`, each behind torch's constructor); importing one is
+`faultinject.loaders.resolve`'s job (the one resolver). A loader whose package is not installed
+(an optional extra) is reported as `n/a: <why>` and skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ LOADERS: dict[str, str] = {
     "torch": "torch.utils.data:DataLoader",
     "reference": "reference:DataLoader",
     "torchdata": "torchdata.stateful_dataloader:StatefulDataLoader",
+    "nodes-thread": "conformance.adapters.torchdata_nodes:ThreadLoader",
+    "nodes-process": "conformance.adapters.torchdata_nodes:ProcessLoader",
+    "spdl": "conformance.adapters.spdl:Loader",
+    "grain": "conformance.adapters.grain:Loader",
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from torch.utils.data import default_collate
 
 from faultinject import _fire
-from faultinject.faults import Die, Raise, UnloadableItem, UnpicklableItem
+from faultinject.faults import COLLATE_POINTS, Die, Raise, UnloadableItem, UnpicklableItem
 
 __all__ = ["FaultyCollate", "collate"]
 
@@ -34,9 +34,10 @@ class FaultyCollate:
         state_dir: str | None,
     ) -> None:
         for f in faults:
-            if not isinstance(f, Die | Raise) or f.point != "in_collate":
+            if not isinstance(f, Die | Raise) or f.point not in COLLATE_POINTS:
                 raise ValueError(
-                    f"collate() takes Die or Raise faults with point='in_collate', got {f!r}"
+                    "collate() takes Die or Raise faults with point='in_collate' (or a Die with"
+                    f" point='after_collate'), got {f!r}"
                 )
         self.faults = faults
         self.base = base
@@ -46,17 +47,24 @@ class FaultyCollate:
 
     def __call__(self, batch: list[Any]) -> Any:
         values = list(batch)
+        after: list[Die] = []
         for f in self.faults:
             if isinstance(f, Die) and not _fire.may_fire_here(f, self.home_pid, self.home_tid):
                 continue
             if _fire.take_armed(values, f.at) and _fire.claim_once(self.state_dir, f, None):
-                if isinstance(f, Die):
+                if f.point == "after_collate":
+                    assert isinstance(f, Die)
+                    after.append(f)
+                elif isinstance(f, Die):
                     _fire.fire_die(f)
                 else:
                     _fire.fire_raise(f)
         if any(isinstance(v, UnpicklableItem | UnloadableItem | bytes) for v in values):
             return values
-        return (self.base or default_collate)(batch)
+        collated = (self.base or default_collate)(batch)
+        for f in after:
+            _fire.fire_die(f)  # the batch exists: the worker dies holding it
+        return collated
 
 
 def collate(
@@ -64,7 +72,8 @@ def collate(
     base: Callable[[list[Any]], Any] | None = None,
     state_dir: str | os.PathLike[str] | None = None,
 ) -> FaultyCollate:
-    """A collate_fn carrying `faults` (each `Die` or `Raise` with `point="in_collate"`).
+    """A collate_fn carrying `faults` (each `Die` or `Raise` with `point="in_collate"`, or a
+    `Die` with `point="after_collate"`).
 
     Pass the same Die to the dataset too: the dataset arms it when it fetches `at` (any item
     type); alone, collate fires on a batch holding the int `at`. A once-only Die needs

@@ -22,6 +22,7 @@ from torch.utils.data import Dataset, IterableDataset, Sampler
 
 from faultinject import _fire
 from faultinject.faults import (
+    COLLATE_POINTS,
     EVERY,
     Die,
     Fault,
@@ -44,6 +45,7 @@ __all__ = [
     "FaultyDataset",
     "FaultyIterable",
     "Tensors",
+    "Wide",
     "identity",
 ]
 
@@ -99,6 +101,18 @@ class Tensors:
 
     def __call__(self, index: int) -> list[torch.Tensor]:
         return [torch.full((1,), float(index)) for _ in range(self.count)]
+
+
+class Wide:
+    """An `item` for `FaultyDataset`: index -> one float64 tensor of `width` values, all the
+    index. At 8192 values (64 KiB) a collated batch takes the shared-memory path of a loader
+    that has one (torch collates into /dev/shm, the reference into its slots)."""
+
+    def __init__(self, width: int) -> None:
+        self.width = width
+
+    def __call__(self, index: int) -> torch.Tensor:
+        return torch.full((self.width,), float(index), dtype=torch.float64)
 
 
 def _remove_dir(path: str, owner_pid: int) -> None:
@@ -216,7 +230,7 @@ class _Faulty:
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Die:after_fetch", index, k)
             _fire.fire_die(f)
-        elif f.point == "in_collate":
+        elif f.point in COLLATE_POINTS:
             # Once-only is claimed by collate, where the fault fires.
             _fire.arm_collate(f.at)
         elif f.point == "blocked_put" and _fire.claim_once(self.state_dir, f, k):

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from faultinject import loaders, processes, records, sandbox
-from faultinject.faults import Fault, Raise
+from faultinject.faults import COLLATE_POINTS, Fault, Raise
 from faultinject.limits import nofile
 from faultinject.sandbox import SandboxReport
 
@@ -331,7 +331,7 @@ class _Driver:
         out = dict(self.plan.kwargs)
         if self.plan.tag_epochs and self.epoch_file is not None:
             out["sampler"] = EpochSampler(self.plan.n, self.epoch_file)
-        in_collate = [f for f in self.plan.faults if getattr(f, "point", None) == "in_collate"]
+        in_collate = [f for f in self.plan.faults if getattr(f, "point", None) in COLLATE_POINTS]
         if in_collate:
             out["collate_fn"] = collate(*in_collate, base=out.get("collate_fn"))
         in_init = [

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
+    "COLLATE_POINTS",
     "DIE_POINTS",
     "EVERY",
     "RAISE_POINTS",
@@ -38,8 +39,18 @@ __all__ = [
     "UnrebuildableError",
 ]
 
-DiePoint = Literal["before_fetch", "after_fetch", "in_collate", "blocked_put", "idle"]
-DIE_POINTS: tuple[str, ...] = ("before_fetch", "after_fetch", "in_collate", "blocked_put", "idle")
+DiePoint = Literal[
+    "before_fetch", "after_fetch", "in_collate", "after_collate", "blocked_put", "idle"
+]
+DIE_POINTS: tuple[str, ...] = (
+    "before_fetch",
+    "after_fetch",
+    "in_collate",
+    "after_collate",
+    "blocked_put",
+    "idle",
+)
+COLLATE_POINTS: tuple[str, ...] = ("in_collate", "after_collate")  # fired by faultinject.collate
 RaisePoint = Literal["in_fetch", "in_collate", "in_worker_init"]
 RAISE_POINTS: tuple[str, ...] = ("in_fetch", "in_collate", "in_worker_init")
 
@@ -112,6 +123,9 @@ class Die:
     * `"before_fetch"`: inside `__getitem__` / the iterator, before the item exists.
     * `"after_fetch"`: after the item was produced (recorded), before it is returned.
     * `"in_collate"`: inside `faultinject.collate(...)`, while collating the batch holding `at`.
+    * `"after_collate"`: inside `faultinject.collate(...)`, once the base collate has made the
+      batch holding `at` (so the worker dies holding it, in whatever memory the loader's collate
+      put it: a shared-memory segment or slot, say), before it is returned.
     * `"blocked_put"`: the item returned is `blocked_put_bytes` of `bytes` (too big for a pipe),
       so the worker blocks putting it while nobody reads. With `signal=None` it stays blocked and
       the harness acts (kills it or its parent); otherwise a daemon thread in the worker waits

@@ -25,6 +25,7 @@ from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV, TRACE_DIR_ENV
 suite.activate()  # the driver is the suite's (inside loaderspec/_suite in an installed wheel)
 
 from faultinject import loaders  # noqa: E402
+from faultinject.datasets import Wide  # noqa: E402
 from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
 
 REFERENCE = "reference:DataLoader"
@@ -59,6 +60,9 @@ class Schedule:
     pin_memory: bool = False
     epochs: int = 1
     timeout: float = 0.0
+    # > 0: each item is a float64 tensor this wide (faultinject's Wide), e.g. 8192 (64 KiB):
+    # batches that big take a loader's shared-memory path (the reference's arena slots)
+    item_floats: int = 0
     faults: tuple[Any, ...] = ()
     drop_at: tuple[int, int] | None = None
     kill_parent_at: tuple[int, int] | None = None
@@ -141,6 +145,7 @@ def plan_of(schedule: Schedule, trace_dir: Path | None = None) -> Plan:
     return Plan(
         n=schedule.num_items,
         shards=schedule.shard_lengths,
+        item=Wide(schedule.item_floats) if schedule.item_floats else None,
         faults=tuple(schedule.faults),
         kwargs=kwargs,
         epochs=schedule.epochs,

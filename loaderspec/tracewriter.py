@@ -208,12 +208,13 @@ def emit(
         os.write(_file(), _line(RecordType.STEP, fields))
 
 
-def emit_config(config: dict[str, Any]) -> None:
-    """Append an iterator's ``Config`` header (``CONFIG_FIELDS``). A no-op when tracing is off."""
+def emit_config(config: dict[str, Any], *, t: int | None = None) -> None:
+    """Append an iterator's ``Config`` header (``CONFIG_FIELDS``), dated ``t``
+    (``time.monotonic_ns()``; None: now). A no-op when tracing is off."""
     if not ENABLED:
         return
     fields = {
-        "t": time.monotonic_ns(),
+        "t": time.monotonic_ns() if t is None else t,
         "pid": os.getpid(),
         "actor": Actor.MAIN.value,
         "action": CONFIG_ACTION,

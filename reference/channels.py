@@ -24,14 +24,22 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from reference import wire
+from reference.arena import MainArena
 from reference.messages import Arrived, Event, Exited, RecvFailed, Result
 
 
 class Receiver:
     """Per-worker result pipes and sentinels, read into an ``inbox`` of events in arrival order."""
 
-    def __init__(self, conns: list[Connection], sentinels: list[int]) -> None:
+    def __init__(
+        self,
+        conns: list[Connection],
+        sentinels: list[int],
+        arenas: list[MainArena | None] | None = None,
+    ) -> None:
         self._conns: dict[Connection, int] = {c: w for w, c in enumerate(conns)}
+        # each worker's shared-memory slots (reference/arena.py), for the batches that use them
+        self._arenas: list[MainArena | None] = arenas or [None] * len(conns)
         self._by_worker: dict[int, Connection] = dict(enumerate(conns))
         self._sentinels: dict[int, int] = {s: w for w, s in enumerate(sentinels)}
         self.inbox: deque[Event] = deque()
@@ -76,7 +84,7 @@ class Receiver:
     def _recv(self, conn: Connection) -> bool:
         worker = self._conns[conn]
         try:
-            message = wire.recv(conn)
+            message = wire.recv(conn, self._arenas[worker])
         except (EOFError, OSError):
             # EOF or a torn message: the writer is gone. Its sentinel reports how it ended.
             del self._conns[conn]

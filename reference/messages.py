@@ -144,3 +144,4 @@ class WorkerChannels:
     result: Any  # Connection: results out
     done_event: Any  # workers_done_event (a multiprocessing Event)
     trace_order: Any = None  # tracing only: a multiprocessing Lock (see shell.set_workers_done)
+    arena: Any = None  # reference.arena.ArenaHandle: the worker's shared-memory slots, or None

@@ -9,9 +9,11 @@ public ones at one boundary (``_public_error``).
 
 Channels (why not torch's queues): one index pipe and one result pipe per worker. A pipe send is a
 syscall in the calling thread (no feeder thread to flush or to lose a message at exit), results
-carry tensors as bytes (``reference/wire.py``) instead of one shared-memory segment and one fd per
-tensor, and a single ``poll`` on the result pipes *and* the workers' sentinels wakes the reader on
-a result or a death alike: death is noticed in microseconds, not at torch's 5 s status check.
+carry small tensors as bytes and big ones as references to the worker's shared-memory slots
+(``reference/wire.py``, ``reference/arena.py``: one anonymous memfd per worker, made here and
+closed at shutdown) instead of one shared-memory segment and one fd per tensor, and a single
+``poll`` on the result pipes *and* the workers' sentinels wakes the reader on a result or a
+death alike: death is noticed in microseconds, not at torch's 5 s status check.
 
 Shutdown IO (the order is the core's, docs/architecture.md): the pin thread is told under its
 lock and woken by a wake-up pipe, because it reads the result pipes the workers are about to
@@ -47,6 +49,8 @@ from torch.utils.data._utils import pin_memory as torch_pin_memory
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 from reference import loop, wire
+from reference.arena import MainArena
+from reference.arena import available as arena_available
 from reference.base import BaseIter
 from reference.channels import Receiver
 from reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
@@ -228,6 +232,9 @@ class MultiProcessingIter(BaseIter):
         self._workers: list[Any] = []
         self._index_conns: list[Connection] = []
         result_conns: list[Connection] = []
+        # One shared-memory arena per worker, for big batches (reference/arena.py); closed by
+        # shut_down, whatever happens after this point.
+        self._arenas: list[MainArena | None] = []
         self._workers_done_event = ctx.Event()
         # Tracing only: orders a worker's look at the done event with the main process's set of
         # it, so that their records' timestamps agree with what each saw (see set_workers_done).
@@ -246,8 +253,13 @@ class MultiProcessingIter(BaseIter):
         )
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
+        # The Config header's time: before any worker starts, so that it comes before every
+        # record of this iterator's workers (worker_init_fn runs, and may fail, at once).
+        t_created = time.monotonic_ns()
         try:
             for i in range(self._num_workers):
+                arena = MainArena() if arena_available() else None
+                self._arenas.append(arena)
                 index_r, index_w = ctx.Pipe(duplex=False)
                 try:
                     result_r, result_w = ctx.Pipe(duplex=False)
@@ -258,7 +270,11 @@ class MultiProcessingIter(BaseIter):
                 self._index_conns.append(index_w)
                 result_conns.append(result_r)
                 channels = WorkerChannels(
-                    index_r, result_w, self._workers_done_event, self._trace_order
+                    index_r,
+                    result_w,
+                    self._workers_done_event,
+                    self._trace_order,
+                    None if arena is None else arena.handle(),
                 )
                 w = ctx.Process(target=worker_loop, args=(worker_config, i, channels), daemon=True)
                 try:
@@ -280,7 +296,9 @@ class MultiProcessingIter(BaseIter):
                     index_r.close()
                     result_w.close()
                 self._workers.append(w)
-            self._receiver = Receiver(result_conns, [w.sentinel for w in self._workers])
+            self._receiver = Receiver(
+                result_conns, [w.sentinel for w in self._workers], self._arenas
+            )
             if self._pin_memory:
                 self._start_pin_thread(ctx)
         except BaseException as exc:
@@ -294,7 +312,7 @@ class MultiProcessingIter(BaseIter):
         self._pids: list[int] = [w.pid for w in self._workers]  # kept: a reaped Process is closed
         _live_iters.add(self)
         if tracewriter.ENABLED:
-            self._trace_config()
+            self._trace_config(t_created)
         self._reset(loader, first_iter=True)
 
     def _start_pin_thread(self, ctx: Any) -> None:
@@ -320,8 +338,9 @@ class MultiProcessingIter(BaseIter):
         )
         self._pin_memory_thread.start()
 
-    def _trace_config(self) -> None:
-        """The ``Config`` header (docs/contracts.md): the model constants this run follows."""
+    def _trace_config(self, t: int) -> None:
+        """The ``Config`` header (docs/contracts.md): the model constants this run follows,
+        dated ``t``, when the iterator began to start its workers."""
         config = self._config
         tracewriter.emit_config(
             {
@@ -334,7 +353,8 @@ class MultiProcessingIter(BaseIter):
                 "num_tasks": None if config.iterable else len(self._index_sampler),
                 "timeout": float(self._timeout),
                 "worker_pids": self._pids,
-            }
+            },
+            t=t,
         )
 
     @property
@@ -398,7 +418,7 @@ class MultiProcessingIter(BaseIter):
             message = message.to_wire()
         # A dead worker's pipe raises BrokenPipeError: its sentinel reports it on the next wait.
         with contextlib.suppress(OSError):
-            wire.send(self._index_conns[worker], message)
+            wire.send_index(self._index_conns[worker], message)
 
     # -------------------------------------------------------- port: receive -----------------
     def wait(self) -> Event:
@@ -527,6 +547,9 @@ class MultiProcessingIter(BaseIter):
             self._receiver.close()
             for conn in self._index_conns:
                 conn.close()
+            for arena in self._arenas:
+                if arena is not None:
+                    arena.close()  # its memory goes with the last batch tensor over it
             if self._wakeup is not None:
                 for conn in self._wakeup:
                     conn.close()

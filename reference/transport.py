@@ -19,10 +19,16 @@ covers:
   ``readv`` straight into a fresh, 64-byte-aligned torch allocation that becomes the received
   tensor's storage. No copy in user space on either side.
 
-Nothing goes through ``/dev/shm``, so nothing can leak there whoever dies when. For large
-batches a pipe grown to 1 MiB (``_grow_pipe``) measured as fast as or faster than torch's
-shared-memory reducer (4 x 1 MB: ~3.5-6 ms per batch against ~6 ms, 2 loaded cores; see
-docs/bench.md), so there is no shared-memory path: it would add a leak risk for no gain.
+* with a worker's arena (``send(..., arena)``, ``reference/arena.py``), a tensor that lives in
+  one of the worker's shared-memory slots (``default_collate`` wrote the batch there) travels
+  as a reference to the slot (a pickle persistent id), and another big tensor is copied into a
+  free slot (one copy instead of the pipe's two); ``recv(..., arena)`` builds the tensor over
+  the main process's mapping of the slot. No slot free: the pipe, as above.
+
+Nothing goes through ``/dev/shm``: the slots are an anonymous memfd, so nothing can leak there
+whoever dies when. Without slots, a pipe grown to 1 MiB (``_grow_pipe``) carries a 4 MB batch in
+~3.5-6 ms (2 loaded cores), about torch's shared-memory reducer; with them a 1 MB-item epoch
+costs the collate's one copy per byte.
 
 The reduction lives in a *private* ``dispatch_table`` on our own ``Pickler``: torch's global
 ``ForkingPickler`` registrations are neither used nor touched, so torch's own loader running in
@@ -35,7 +41,9 @@ a message read with ``conn.recv_bytes()``. The payload is one kind byte, then:
 
 * ``KIND_INBAND``: the pickle stream;
 * ``KIND_OOB``: ``!IQ`` (number of out-of-band buffers, pickle length), one ``!Q`` length per
-  buffer, the pickle stream, then the buffers in order.
+  buffer, the pickle stream, then the buffers in order;
+* either with the ``KIND_SLOTS`` flag: the pickle's persistent ids are slot references, which
+  only ``recv`` with the sender's arena can resolve.
 
 A message cut short (the sender died mid-write) raises ``TornMessage`` (an ``OSError``, as
 ``Connection`` raises), which is not ``EOFError`` (the sender closed between messages).
@@ -55,6 +63,8 @@ from typing import Any
 
 import torch
 
+from reference.arena import MainArena, WorkerArena
+
 __all__ = [
     "OOB_THRESHOLD",
     "TornMessage",
@@ -64,7 +74,9 @@ __all__ = [
     "pack",
     "recv",
     "send",
+    "send_plain",
     "unpack",
+    "write",
 ]
 
 # Buffers this large go out-of-band. Below it a copy into the pickle stream is cheaper than a
@@ -73,6 +85,8 @@ OOB_THRESHOLD = 64 * 1024
 
 KIND_INBAND = 0
 KIND_OOB = 1
+KIND_SLOTS = 2  # a flag on either kind: the pickle refers to arena slots (persistent ids)
+_INBAND = bytes((KIND_INBAND,))
 
 _I32 = struct.Struct("!i")
 _U64 = struct.Struct("!Q")
@@ -216,9 +230,17 @@ _DISPATCH: dict[type, Callable[[Any], Any]] = {
 # pack / unpack
 
 
-def _dumps(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
-    """Pickle ``obj``; return the stream and the buffers left out of it."""
+def _dumps(
+    obj: Any, arena: WorkerArena | None = None
+) -> tuple[bytes, list[pickle.PickleBuffer], list[int]]:
+    """Pickle ``obj``; return the stream, the buffers left out of it, and the arena slots it
+    refers to (one entry per reference), counted as sent (``WorkerArena.sent``) once the whole
+    of ``obj`` pickled: none is counted when it does not."""
     oob: list[pickle.PickleBuffer] = []
+    slots: list[int] = []
+    # Tensors copied into slots while pickling: alive until their slots are counted as sent,
+    # or a later copy in the same message could take the same (then free) slot.
+    copies: list[torch.Tensor] = []
 
     def keep_in_band(buf: pickle.PickleBuffer) -> bool:
         # pickle's contract: a true return value keeps the buffer in the stream.
@@ -230,27 +252,66 @@ def _dumps(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer]]:
     stream = io.BytesIO()
     pickler = pickle.Pickler(stream, protocol=5, buffer_callback=keep_in_band)
     pickler.dispatch_table = _DISPATCH
+    if arena is not None:
+        pickler.persistent_id = _slot_refs(arena, slots, copies)
     try:
         pickler.dump(obj)
     except Exception as exc:
         raise _unpicklable_error(obj, exc) from exc
-    return stream.getvalue(), oob
+    if slots:
+        assert arena is not None
+        arena.sent(slots)  # the copies still hold theirs
+    return stream.getvalue(), oob, slots
 
 
-def pack(obj: Any) -> list[bytes | memoryview]:
+def _slot_refs(
+    arena: WorkerArena, slots: list[int], copies: list[torch.Tensor]
+) -> Callable[[Any], Any]:
+    """The pickler's ``persistent_id``: a tensor in an arena slot (or a big one copied into a
+    free slot, kept in ``copies``) travels as a reference to it (``reference/arena.py``); all
+    else is pickled."""
+
+    def persistent_id(obj: Any) -> Any:
+        kind = type(obj)
+        if kind is not torch.Tensor and kind is not torch.nn.Parameter:
+            return None
+        if obj.requires_grad and not obj.is_leaf:
+            return None  # _reduce_tensor raises torch's error for it
+        ref = arena.ref(obj)
+        if ref is None and obj.nbytes >= OOB_THRESHOLD and _plain_strided_cpu(obj):
+            copy = arena.copy_in(obj.detach())
+            if copy is not None:
+                copies.append(copy)
+                ref = arena.ref(copy)
+                assert ref is not None
+                ref = (*ref[:9], obj.requires_grad, kind is torch.nn.Parameter)
+        if ref is not None:
+            slots.append(ref[1])
+        return ref
+
+    return persistent_id
+
+
+def pack(obj: Any, arena: WorkerArena | None = None) -> list[bytes | memoryview]:
     """Serialise ``obj`` to a list of buffers whose concatenation is one message payload.
 
     The first buffer is the header and pickle stream; any others are out-of-band tensor or
-    array bytes, viewed without a copy (keep ``obj`` unchanged until they are sent).
+    array bytes, viewed without a copy (keep ``obj`` unchanged until they are sent). With
+    ``arena`` (a worker's), tensors in its slots become references to them, and big tensors are
+    copied into a free slot rather than through the pipe; the slots are counted as sent here,
+    before the write, since the reader may release them as soon as it has read the message (a
+    message never written, the writer dying, loses them only for the dying worker's arena).
 
     Raises:
-        UnpicklableBatchError: ``obj`` holds something pickle refuses; nothing was produced.
+        UnpicklableBatchError: ``obj`` holds something pickle refuses; nothing was produced and
+            no slot was counted.
     """
-    stream, oob = _dumps(obj)
+    stream, oob, slots = _dumps(obj, arena)
+    flags = KIND_SLOTS if slots else 0
     if not oob:
-        return [bytes((KIND_INBAND,)) + stream]
+        return [bytes((KIND_INBAND | flags,)) + stream]
     raws = [b.raw() for b in oob]
-    head = bytearray((KIND_OOB,))
+    head = bytearray((KIND_OOB | flags,))
     head += _OOB_HEAD.pack(len(raws), len(stream))
     for raw in raws:
         head += _U64.pack(raw.nbytes)
@@ -345,6 +406,13 @@ def _writev_all(fd: int, buffers: list[bytes | memoryview]) -> None:
         _advance(views, os.writev(fd, views[:_IOV_MAX]))
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (a pipe write above PIPE_BUF may be partial; a full pipe blocks)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _grow_pipe(fd: int, message_bytes: int) -> None:
     """Enlarge a pipe's kernel buffer (64 KiB by default) towards ``PIPE_TARGET_BYTES``.
 
@@ -361,14 +429,28 @@ def _grow_pipe(fd: int, message_bytes: int) -> None:
         pass
 
 
-def send(conn: Connection, obj: Any) -> None:
+def send_plain(conn: Connection, obj: Any) -> None:
+    """Send ``obj`` (no big buffers in it: an index message) as plain pickle in one message
+    that ``recv`` reads; ~0.4 us to pickle a task against ~3 us through ``send``'s table.
+
+    Raises:
+        OSError: from the write (e.g. ``BrokenPipeError``).
+    """
+    payload = pickle.dumps(obj, protocol=5)
+    _write_all(conn.fileno(), _frame_header(len(payload) + 1) + _INBAND + payload)
+
+
+def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
     """Send ``obj`` as one message on ``conn`` (see the module header for the format).
+
+    With ``arena`` (a worker's), tensors in its slots travel as references to them, and big
+    tensors are copied into a free slot rather than through the pipe.
 
     Raises:
         UnpicklableBatchError: nothing was written; ``conn`` is still usable.
         OSError: from the write (e.g. ``BrokenPipeError``); the message may be partly written.
     """
-    write(conn, pack(obj))
+    write(conn, pack(obj, arena))
 
 
 def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
@@ -378,8 +460,9 @@ def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
         OSError: from the write (e.g. ``BrokenPipeError``); the message may be partly written.
     """
     if len(parts) == 1:
-        # Small batch: Connection concatenates its header with the payload, one write.
-        conn.send_bytes(parts[0])
+        # Small batch: the frame header and the payload in one write (what Connection.send_bytes
+        # does, without its Python layers: ~2 us a message).
+        _write_all(conn.fileno(), _frame_header(len(parts[0])) + parts[0])
         return
     total = sum(len(p) for p in parts)
     fd = conn.fileno()
@@ -412,31 +495,50 @@ def _readv_into(fd: int, buffers: list[memoryview]) -> None:
         _advance(views, got)
 
 
-def recv(conn: Connection) -> Any:
+def recv(conn: Connection, arena: MainArena | None = None) -> Any:
     """Receive one message sent by ``send`` and return the object.
 
-    Blocks until a message arrives (use ``conn.poll(timeout)`` first for a bound).
+    Blocks until a message arrives (use ``conn.poll(timeout)`` first for a bound). ``arena``:
+    the sender's (``MainArena``), for messages that refer to its slots.
 
     Raises:
         EOFError: the other end closed between messages.
         TornMessage: the other end died mid-message; the connection's framing is lost.
-        ValueError: the message is not one ``send`` made.
+        ValueError: the message is not one ``send`` made, or refers to slots and ``arena`` is
+            None.
     """
     fd = conn.fileno()
-    (size,) = _I32.unpack(_read_exact(fd, 4, at_start=True))
-    if size == -1:
-        (size,) = _U64.unpack(_read_exact(fd, 8, at_start=False))
-    kind = _read_exact(fd, 1, at_start=False)[0]
+    # The length and the kind byte in one read (every payload has its kind byte).
+    head = _read_exact(fd, 5, at_start=True)
+    (size,) = _I32.unpack_from(head)
+    kind = head[4]
+    if size == -1:  # 2 GiB or more: an 8-byte length, whose first byte we have read
+        (size,) = _U64.unpack(head[4:] + _read_exact(fd, 7, at_start=False))
+        kind = _read_exact(fd, 1, at_start=False)[0]
     if kind == KIND_INBAND:
         return pickle.loads(_read_exact(fd, size - 1, at_start=False))
-    if kind != KIND_OOB:
+    if kind & ~(KIND_OOB | KIND_SLOTS):
         raise ValueError(f"unknown transport payload kind {kind}")
+    if kind & KIND_SLOTS and arena is None:
+        raise ValueError("a message refers to shared-memory slots but no arena was given")
+    if not kind & KIND_OOB:
+        return _loads_slots(_read_exact(fd, size - 1, at_start=False), [], arena)
     count, stream_len = _OOB_HEAD.unpack(_read_exact(fd, _OOB_HEAD.size, at_start=False))
     lengths = struct.unpack(f"!{count}Q", _read_exact(fd, 8 * count, at_start=False))
     stream = _read_exact(fd, stream_len, at_start=False)
     buffers = [_fresh_buffer(n) for n in lengths]
     _readv_into(fd, buffers)
+    if kind & KIND_SLOTS:
+        return _loads_slots(stream, buffers, arena)
     return pickle.loads(stream, buffers=buffers)
+
+
+def _loads_slots(stream: bytes, buffers: list[memoryview], arena: MainArena | None) -> Any:
+    """Unpickle a stream whose persistent ids are slot references of ``arena``."""
+    assert arena is not None
+    unpickler = pickle.Unpickler(io.BytesIO(stream), buffers=buffers)
+    unpickler.persistent_load = arena.load  # type: ignore[assignment]
+    return unpickler.load()
 
 
 # --------------------------------------------------------------------------------------------

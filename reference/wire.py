@@ -2,11 +2,12 @@
 
 Owns the choice of byte format for index and result messages; knows nothing of the protocol.
 ``reference/transport.py`` sends tensors as their raw bytes inside one pipe message (no shared
-memory, no file descriptor per tensor, unlike torch's ``ForkingPickler`` reductions, which is what
-makes torch's per-batch IPC slow and what runs out of descriptors). Swapping the format is the
-one assignment below (``_USE_TRANSPORT = False``: plain pickle, the fallback). ``send`` is
-``write(pack(obj))``; the worker packs first so that it knows a result cannot be sent before it
-logs the put.
+memory segment and no file descriptor per tensor, unlike torch's ``ForkingPickler`` reductions,
+which is what makes torch's per-batch IPC slow and what runs out of descriptors), and big tensors
+as references to the worker's shared-memory slots (``reference/arena.py``). Swapping the format
+is the one assignment below (``_USE_TRANSPORT = False``: plain pickle, the fallback, which
+ignores the arena). ``send`` is ``write(pack(obj))``; the worker packs first so that it knows a
+result cannot be sent before it logs the put.
 """
 
 from __future__ import annotations
@@ -16,29 +17,31 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from reference import transport
+from reference.arena import MainArena, WorkerArena
 
 _USE_TRANSPORT = True
 
 
-def send(conn: Connection, obj: Any) -> None:
-    """Send one message (blocks while the pipe is full).
+def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
+    """Send one message (blocks while the pipe is full); a worker passes its ``arena``.
 
     Raises:
         TypeError: ``obj`` cannot be pickled; nothing was written.
         OSError: the reader is gone (``BrokenPipeError``).
     """
-    write(conn, pack(obj))
+    write(conn, pack(obj, arena))
 
 
-def pack(obj: Any) -> list[bytes | memoryview]:
+def pack(obj: Any, arena: WorkerArena | None = None) -> list[bytes | memoryview]:
     """One message's bytes, for ``write``: pickling happens here, so a failure to pickle is
-    known before anything is written (or logged as written).
+    known before anything is written (or logged as written). The ``arena``'s slots the message
+    refers to count as sent from here (``transport.pack``).
 
     Raises:
         TypeError, AttributeError, pickle.PicklingError: ``obj`` cannot be pickled.
     """
     if _USE_TRANSPORT:
-        return transport.pack(obj)
+        return transport.pack(obj, arena)
     return [pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)]
 
 
@@ -54,13 +57,26 @@ def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
         conn.send_bytes(parts[0])
 
 
-def recv(conn: Connection) -> Any:
-    """Receive one message.
+def send_index(conn: Connection, message: Any) -> None:
+    """Send an index-queue message (a task's ``(idx, index)``, RESUME or SENTINEL).
+
+    Raises:
+        TypeError: ``message`` cannot be pickled; nothing was written.
+        OSError: the reader is gone (``BrokenPipeError``).
+    """
+    if _USE_TRANSPORT:
+        transport.send_plain(conn, message)
+    else:
+        conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def recv(conn: Connection, arena: MainArena | None = None) -> Any:
+    """Receive one message; ``arena``: the sending worker's, for batches in its slots.
 
     Raises:
         EOFError: the writer closed between messages.
         OSError: the writer died mid-message (a torn message), or the pipe is closed.
     """
     if _USE_TRANSPORT:
-        return transport.recv(conn)
+        return transport.recv(conn, arena)
     return pickle.loads(conn.recv_bytes())

@@ -38,6 +38,7 @@ from torch.utils.data._utils import worker as torch_worker
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 from reference import wire
+from reference.arena import WorkerArena, small_batches_private
 from reference.core import Kind
 from reference.messages import (
     RESUME,
@@ -108,16 +109,19 @@ def _seed(base_seed: int, worker_id: int) -> int:
 _UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
 
 
-def _send(conn: Connection, result: Result, worker_id: int, epoch: int) -> None:
+def _send(
+    conn: Connection, result: Result, worker_id: int, epoch: int, arena: WorkerArena | None
+) -> None:
     """WorkerPut: one result message, pickled first so that the put's record says what is sent:
-    its task, its kind and, traced, the origin its payload got where it was fetched.
+    its task, its kind and, traced, the origin its payload got where it was fetched. Big tensors
+    travel in the worker's ``arena`` slots (counted as sent when packed, ``transport.pack``).
 
     A batch that cannot be pickled (FaultPutError) is sent as its error instead, so the main
     process raises it in turn rather than wait for a batch that never comes (torch's feeder
     thread dies on it and the loader hangs, pytorch#142884).
     """
     try:
-        parts = wire.pack(result.to_wire())
+        parts = wire.pack(result.to_wire(), arena)
     except _UNPICKLABLE:
         if tracewriter.ENABLED and result.kind is Kind.DATA:  # the spec's fault is a batch's
             tracewriter.emit(Action.FAULT_PUT_ERROR, epoch=epoch, worker=worker_id, task=result.idx)
@@ -172,7 +176,10 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
     tracewriter.configure_from_env()  # before the watchdog may need it
     arm_parent_death(config.parent_pid, config.use_pdeathsig)
     index_conn, result_conn = channels.index, channels.result
+    arena = None if channels.arena is None else WorkerArena(channels.arena)
     try:
+        if arena is not None:
+            arena.install()  # default_collate's shared-memory batches go into its slots
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
@@ -182,12 +189,16 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         )
         iterable = config.dataset_kind == _DatasetKind.Iterable
 
+        collate_fn = config.collate_fn
+        if arena is not None:  # big batches go to its slots; small ones stay private
+            collate_fn = small_batches_private(collate_fn)
+
         def new_fetcher() -> Any:
             return _DatasetKind.create_fetcher(
                 config.dataset_kind,
                 config.dataset,
                 config.auto_collation,
-                config.collate_fn,
+                collate_fn,
                 config.drop_last,
             )
 
@@ -257,7 +268,7 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
                 kind, state = result.kind.value, {"iteration_end": iteration_end}
                 tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, state=state, **fields)
-            _send(result_conn, result, worker_id, epoch)
+            _send(result_conn, result, worker_id, epoch, arena)
             del result, r, task
     except KeyboardInterrupt:
         pass  # the main process handles ^C; a worker ends quietly

@@ -13,6 +13,7 @@ from conformance.harness import (
     Hang,
     Leave,
     Run,
+    Wide,
     accelerator,
     checks,
     hang_s,
@@ -236,4 +237,29 @@ def test_fd_count_stays_flat_across_persistent_pinned_loaders(
     fds = [e["fds"] for e in r.of(None, "loader_dropped")]
     if len(fds) != LOADERS or len(set(fds)) != 1:
         grade.fail(PROP, f"the same fd count after each of {LOADERS} loaders", f"{fds}")
+    checks.nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PROP, "WorkerDeathRaises")
+def test_worker_killed_holding_a_shared_batch_leaves_nothing(
+    loader_cls: type, grade: Grade
+) -> None:
+    """A worker SIGKILLed right after collating a big batch, so holding the batch's shared memory
+    (torch's segment, the reference's slot), is reported, and leaves no /dev/shm entry, fd or
+    child once the loader is dropped.
+
+    Property: ShutdownCompletes ("no child, zombie, thread, fd or /dev/shm entry is left").
+    Seed (NOTE, 3): "All processes exit if any of them die unexpectedly by fatal signals", and
+    the shared memory a dead worker held goes with it.
+    Guards: G5 pytorch PR #81660 (killed processes leave shared-memory segments behind), E2
+    pytorch PR #72269 (`/dev/shm/torch_*` left behind at shutdown).
+    """
+    r = play(
+        loader_cls,
+        n=12,
+        item=Wide(8192),  # 64 KiB items: batches in shared memory
+        faults=(Die(6, point="after_collate"),),
+        kwargs=kwargs(2, 2, batch_size=2),
+    )
+    checks.death_reported(grade, r)
     checks.nothing_left(grade, r)

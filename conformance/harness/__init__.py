@@ -24,7 +24,7 @@ from conformance.harness.scenario import (
     shutdown_s,
     workers,
 )
-from faultinject.datasets import Tensors
+from faultinject.datasets import Tensors, Wide
 from faultinject.driver import Await, Leave, Plan, Run
 from faultinject.faults import (
     EVERY,
@@ -57,6 +57,7 @@ __all__ = [
     "Sleep",
     "Tensors",
     "Unpicklable",
+    "Wide",
     "accelerator",
     "checks",
     "hang_s",

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import faults
+from bench import faults, spec, throughput
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +28,10 @@ FAULTS = (
 )
 
 
+WORKS = throughput.workloads(quick=True)
+PEER_RANKED = ("cheap", "1MB items")  # the workloads whose targets name the best peer
+
+
 def expected_rows(loaders: tuple[str, ...]) -> list[str]:
     """Every row the benchmark must print for ``loaders``, measured or not."""
     others = [name for name in loaders if name != "torch"]
@@ -37,23 +41,22 @@ def expected_rows(loaders: tuple[str, ...]) -> list[str]:
             for batch in ("cheap 4x64 f32", "large 4x1MB f32")
             for method in ("reference", "reference-bytes", "torch", "pickle", "torch / reference")
         ]
+        + [f"{w.label}: {loader}" for w in WORKS for loader in loaders]
         + [
-            f"{workload}: {loader}"
-            for workload in (
-                "cheap items (64 floats, batch 4, 2 workers)",
-                "costly items (1 ms CPU each, batch 4, 2 workers)",
-                "1 MB items (batch 4, 2 workers)",
-                "single-process baseline (cheap items, num_workers=0)",
-            )
-            for loader in loaders
-        ]
-        + [
-            f"ratio {loader}/torch, {workload}"
-            for workload in ("cheap", "costly", "1MB items", "single-process")
-            for loader in others
+            name
+            for w in WORKS
+            for name in [
+                *(f"ratio {loader}/torch, {w.name}" for loader in others),
+                *([f"ratio reference/best peer, {w.name}"] if w.name in PEER_RANKED else []),
+            ]
         ]
         + [f"{fault} ({loader})" for fault in FAULTS for loader in loaders]
         + [f"ratio torch/{loader}, {fault}" for fault in FAULTS for loader in others]
+        + [
+            f"MCQuickMap, {constant} = {value}: distinct states"
+            for constant, values in spec.sweeps(quick=True).items()
+            for value in values
+        ]
     )
 
 
@@ -61,9 +64,13 @@ def expected_rows(loaders: tuple[str, ...]) -> list[str]:
 @pytest.mark.timeout(600)
 def test_quick_run_prints_every_row(tmp_path):
     out = tmp_path / "bench.json"
+    folder = tmp_path / "results"
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     loader_args = [arg for name in LOADERS for arg in ("--loader", name)]
-    command = [sys.executable, "-m", "bench", "--quick", "--deadline", "2", "--json", str(out)]
+    command = [
+        *(sys.executable, "-m", "bench", "--quick", "--deadline", "2"),
+        *("--json", str(out), "--out", str(folder)),
+    ]
     proc = subprocess.run(
         [*command, *loader_args],
         capture_output=True,
@@ -92,6 +99,18 @@ def test_quick_run_prints_every_row(tmp_path):
         assert by_name[name]["value"] is not None, by_name[name]
     assert doc["meta"]["mode"] == "quick"
     assert set(doc["meta"]["loaders"]) == set(LOADERS)
+    # The results folder: the page names every loader and has a table per section; plots when
+    # matplotlib (the bench extra) is installed, else the page says why there are none.
+    page = (folder / "results.md").read_text()
+    for heading in ("## Targets", "## Throughput", "## Faults", "## Spec", "## Plots"):
+        assert heading in page
+    assert json.loads((folder / "results.json").read_text())["throughput"]["cheap"]["reference"]
+    pngs = sorted(p.name for p in folder.glob("*.png"))
+    if pngs:
+        assert "throughput_size.png" in pngs
+        assert "faults.png" in pngs
+    else:
+        assert "No plots: matplotlib is not installed" in page
     # The bench cleans up by PID: nothing it started outlives it.
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
@@ -135,3 +154,61 @@ def test_targets_are_judged_for_the_reference_only():
     assert faults._target_note("reference", 0.7, 0.5, "s") == "target <= 0.5 s: missed"
     assert faults._target_note("reference", None, 0.5, "s") == "target <= 0.5 s: missed"
     assert faults._target_note("torch", 0.7, 0.5, "s") == ""
+
+
+def test_spec_variant_changes_one_constant():
+    text = "CONSTANTS\n    NumWorkers = 2\n    NumTasks = 3\n"
+    changed = spec._variant(text, "NumWorkers", 3)
+    assert changed == "CONSTANTS\n    NumWorkers = 3\n    NumTasks = 3\n"
+    with pytest.raises(ValueError):
+        spec._variant(text, "PrefetchFactor", 1)
+
+
+def _fake_run(rate: float) -> dict:
+    figures = {
+        "batches": 10,
+        "batches_per_s": rate,
+        "first_batch_s": 0.1,
+        "main_cpu_per_batch_s": 1e-4,
+        "workers_cpu_per_batch_s": 2e-4,
+        "peak_rss_bytes": 2**20,
+        "peak_fds": 9,
+        "peak_threads": 2,
+        "peak_processes": 2,
+        "children_left": 0,
+        "fds_left": 0,
+    }
+    return {**{w.name: dict(figures) for w in WORKS}, "left": ""}
+
+
+def test_results_folder_from_figures(tmp_path):
+    """Ratios to torch, the rank against the best peer and the page, from made-up runs."""
+    names = {"torch": None, "reference": None, "nodes-thread": None, "grain": "ImportError: x"}
+    runs = {"torch": [_fake_run(100.0)], "reference": [_fake_run(700.0)]}
+    runs["nodes-thread"] = [_fake_run(500.0)]
+    summary = throughput.summarize(WORKS, runs)
+    rows = throughput.rows(WORKS, summary, names)
+    by_name = {r.name: r for r in rows}
+    assert by_name["ratio reference/torch, cheap"].value == pytest.approx(7.0)
+    assert "target >= 6x: met" in by_name["ratio reference/torch, cheap"].note
+    rank = by_name["ratio reference/best peer, cheap"]
+    assert rank.value == pytest.approx(1.4)
+    assert "best peer nodes-thread" in rank.note
+    assert by_name[f"{WORKS[0].label}: grain"].note == "n/a: ImportError: x"
+    meta = {
+        "date": "d",
+        "platform": "p",
+        "cpus": 2,
+        "python": "3",
+        "torch": "t",
+        "mode": "quick",
+        "loadavg_at_start": (1.0, 1.0, 1.0),
+        "loaders": {n: why or "available" for n, why in names.items()},
+    }
+    from bench import results
+
+    written = results.write(tmp_path, rows, meta, WORKS, summary)
+    page = (tmp_path / "results.md").read_text()
+    row = "| cheap items (64 floats, batch 4, 2 workers) | 100 | 700 (7.00x) | 500 (5.00x) |"
+    assert row in page
+    assert all(p.exists() for p in written)

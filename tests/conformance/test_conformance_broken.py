@@ -172,6 +172,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
         "NON-STRICT",
         [PFH + "::test_death_is_reported_promptly_while_next_waits"],
     ),
+    "leaks_shared_batches": (
+        "FAIL",
+        [SC + "::test_worker_killed_holding_a_shared_batch_leaves_nothing"],
+    ),
 }
 
 RUN_TIMEOUT_S = 420.0

@@ -53,6 +53,14 @@ def as_list(batch: list[Any]) -> list[Any]:
     return list(batch)
 
 
+def as_list_marking(path: Any, batch: list[Any]) -> list[Any]:
+    """``as_list`` that also appends the batch's items to ``path`` ("2,3"), so a test can see
+    that the batch was made (a worker killed right after collate leaves no other trace)."""
+    with open(path, "a") as f:
+        f.write(",".join(map(str, batch)) + "\n")
+    return list(batch)
+
+
 def _flat(batch: Any) -> list[int]:
     return torch.as_tensor(batch).flatten().tolist()
 

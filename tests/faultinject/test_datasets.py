@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import pickle
@@ -104,6 +105,18 @@ def test_die_in_collate_kills_the_worker_collating_that_batch(tmp_path):
     [fetch3] = [f for f in read_fetches(tmp_path) if f.index == 3]
     assert_worker_death(got["error"], fetch3.pid)
     assert not {2, 3} & set(got["items"])
+
+
+def test_die_after_collate_kills_the_worker_once_the_batch_exists(tmp_path):
+    die = Die(3, point="after_collate")
+    made = tmp_path / "collated"
+    ds = faultinject.FaultyDataset(8, [die], record_dir=tmp_path)
+    collate = faultinject.collate(die, base=functools.partial(T.as_list_marking, made))
+    got = drain_sandboxed(ds, batch_size=2, collate_fn=collate, timeout=DEATH_BOUND_S)
+    [fetch3] = [f for f in read_fetches(tmp_path) if f.index == 3]
+    assert_worker_death(got["error"], fetch3.pid)
+    assert not {2, 3} & set(got["items"])
+    assert "2,3" in made.read_text().split(), "the base collate made the batch before the death"
 
 
 def test_collate_alone_fires_on_an_int_item_and_passes_others_through():

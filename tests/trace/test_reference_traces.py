@@ -28,6 +28,15 @@ RUNS = int(os.environ.get("LOADERSPEC_TRACE_RUNS", "100"))
 FAMILIES: dict[str, dict] = {
     "map2": {"num_workers": 2, "num_items": 8, "batch_size": 1, "prefetch_factor": 2},
     "map2-bs2": {"num_workers": 2, "num_items": 8, "batch_size": 2, "prefetch_factor": 1},
+    # map2-bs2's constants, 64 KiB items: every batch crosses in a worker's shared-memory slot
+    # (reference/arena.py), its origin with it
+    "map2-big": {
+        "num_workers": 2,
+        "num_items": 8,
+        "batch_size": 2,
+        "prefetch_factor": 1,
+        "item_floats": 8192,
+    },
     "map3-unordered": {
         "num_workers": 3,
         "num_items": 9,
