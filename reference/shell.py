@@ -251,6 +251,7 @@ class MultiProcessingIter(BaseIter):
             parent_pid=os.getpid(),
             use_pdeathsig=use_pdeathsig,
         )
+        self._owner_pid = os.getpid()
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
         # The Config header's time: before any worker starts, so that it comes before every
@@ -557,6 +558,10 @@ class MultiProcessingIter(BaseIter):
     def __del__(self) -> None:
         if sys.is_finalizing():
             return  # too late for IO; multiprocessing's own exit handler ends daemon workers
+        if getattr(self, "_owner_pid", None) != os.getpid():
+            # A forked copy (a later loader's worker, a user's fork) collecting this iterator:
+            # its workers and pipes are the owner's; shutting them down here would end them.
+            return
         if not getattr(self, "_shutdown", True):
             self.shut_down()
         if getattr(self, "_unreaped", None):

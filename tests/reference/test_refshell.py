@@ -109,6 +109,27 @@ def test_single_process_path():
     assert _values(DataLoader(ds, batch_size=3)) == _values(tud.DataLoader(ds, batch_size=3))
 
 
+def test_a_forked_copy_of_an_iterator_leaves_the_owners_workers_alone():
+    """A process forked while an iterator lives (a later loader's worker, a user's fork) holds
+    a copy of it; dropping that copy must not shut down the owner's workers."""
+    it = iter(DataLoader(Squares(8), batch_size=1, num_workers=2))
+    first = next(it)
+    pid = os.fork()
+    if pid == 0:  # the copy: drop it, then leave without the parent's exit handlers
+        code = 0
+        try:
+            del it
+            gc.collect()
+        except BaseException:
+            code = 1
+        os._exit(code)
+    assert psutil.Process(pid).wait(timeout=30) == 0
+    rest = [next(it) for _ in range(7)]  # the owner's workers still serve it
+    assert [int(b[0][0]) for b in [first, *rest]] == list(range(8))
+    with pytest.raises(StopIteration):
+        next(it)
+
+
 def test_in_order_false_hands_out_every_batch_once():
     loader = DataLoader(Squares(40), batch_size=3, num_workers=2, prefetch_factor=3, in_order=False)
     got = _values(loader)
