@@ -101,6 +101,12 @@ def _shutdown_all_at_exit() -> None:
             it._reap_left(block=True)
 
 
+def _log_moved(action: Action, event: Arrived) -> None:
+    """The pin thread's record of a result it moved, with the result's origin (trace-check)."""
+    r = event.result
+    tracewriter.emit(action, worker=event.worker, task=r.idx, kind=r.kind.value, origin=r.origin)
+
+
 def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
     """torch's two texts in one: which pids, and how each ended (signal or exit code)."""
     pids = ", ".join(str(pid) for pid, _ in pids_and_codes)
@@ -155,28 +161,14 @@ def _pin_loop(
                         data_queue.put(PinDied(event.worker, event.detail))
                         return
                     if type(event) is Arrived and tracewriter.ENABLED:
-                        r = event.result
-                        tracewriter.emit(
-                            Action.PIN_GET_RESULT,
-                            worker=event.worker,
-                            task=r.idx,
-                            kind=r.kind.value,
-                            origin=r.origin,
-                        )
+                        _log_moved(Action.PIN_GET_RESULT, event)
                 if type(event) is Arrived:
                     event = Arrived(event.worker, _pinned(event.result, device, device_id))
                 with done_lock:
                     if done_event.is_set():
                         break
                     if type(event) is Arrived and tracewriter.ENABLED:
-                        r = event.result
-                        tracewriter.emit(
-                            Action.PIN_PUT_DATA,
-                            worker=event.worker,
-                            task=r.idx,
-                            kind=r.kind.value,
-                            origin=r.origin,
-                        )
+                        _log_moved(Action.PIN_PUT_DATA, event)
                     data_queue.put(event)
     except BaseException as exc:  # a bug of ours: the main process must not wait for ever
         data_queue.put(PinDied(None, f"{type(exc).__name__}: {exc}"))
