@@ -117,6 +117,14 @@ class Stage(_State):
     WORKERS_TOLD = "workers told"  # workers_done_event is set: sentinels, joins, terminations
 
 
+class Decided(_State):
+    """How a decided shutdown begins. Not a spec step of its own: the core decides it within the
+    step that ends the iteration (StopIteration, a fatal error, the user letting go)."""
+
+    WITH_PIN = "shutdown decided (a pin thread)"
+    NO_PIN = "shutdown decided (no pin thread)"
+
+
 _A, _P, _R, _S = Action, Phase, Request, Stage
 # The actions of every batch, as module names: ``Action.X`` is a descriptor call each time.
 _TRY_PUT, _GET, _PROCESS = _A.MAIN_TRY_PUT_INDEX, _A.MAIN_GET_DATA, _A.MAIN_PROCESS_DATA
@@ -184,8 +192,8 @@ _PHASE_TARGETS = {p: {id(a): t for a, t in row.items()} for p, row in PHASE_TRAN
 #   OPEN --(decided, no pin thread)--> PIN_GONE --SetWorkersDone--> WORKERS_TOLD
 #   WORKERS_TOLD: PutSentinel per worker owed one, then JoinWorker (or TerminateWorker and
 #   JoinWorker) per worker.
-SHUTDOWN_TRANSITIONS: dict[Stage, dict[Action, Stage]] = {
-    _S.OPEN: {},
+SHUTDOWN_TRANSITIONS: dict[Stage, dict[Action | Decided, Stage]] = {
+    _S.OPEN: {Decided.WITH_PIN: _S.PIN_RUNNING, Decided.NO_PIN: _S.PIN_GONE},
     _S.PIN_RUNNING: {_A.MAIN_SET_PIN_DONE: _S.PIN_TOLD},
     _S.PIN_TOLD: {_A.MAIN_JOIN_PIN_THREAD: _S.PIN_GONE},
     _S.PIN_GONE: {_A.MAIN_SET_WORKERS_DONE: _S.WORKERS_TOLD},
@@ -424,7 +432,8 @@ class ProtocolCore:
 
     def _decide_shutdown(self) -> None:
         self.shutdown = True
-        self.stage = Stage.PIN_RUNNING if self.pin_memory else Stage.PIN_GONE
+        how = Decided.WITH_PIN if self.pin_memory else Decided.NO_PIN
+        self.stage = SHUTDOWN_TRANSITIONS[Stage.OPEN][how]
 
     @property
     def failed(self) -> bool:

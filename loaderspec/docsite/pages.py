@@ -35,7 +35,7 @@ VOCABULARY = "loaderspec/vocabulary.py"
 # Where the reference loader and the fault injector log each action: calls of these functions
 # (loaderspec.tracewriter's, and reference.loop.take, which makes a core call and logs it).
 LOGGED_IN = ("reference", "faultinject")
-LOG_CALLS = frozenset({"emit", "emit_last", "take", "emit_fault"})
+LOG_CALLS = frozenset({"emit", "emit_last", "take", "emit_fault", "_log_moved"})
 _MEMBER = re.compile(r'^\s+([A-Z_]+) = "(\w+)"\s+#\s*(.*)$')
 
 
@@ -54,6 +54,35 @@ def action_notes() -> dict[str, str]:
     return notes
 
 
+def _is_action(node: ast.expr, names: dict[str, str]) -> bool:
+    """``Action.MEMBER``."""
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "Action"
+        and node.attr in names
+    )
+
+
+def _action_aliases(tree: ast.Module, names: dict[str, str]) -> dict[str, str]:
+    """Module-level names bound to actions (``_GET = Action.MAIN_GET_DATA``, or several in one
+    tuple assignment), which the per-batch path logs through: name -> action name."""
+    aliases: dict[str, str] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = (
+            list(zip(target.elts, value.elts, strict=False))
+            if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple)
+            else [(target, value)]
+        )
+        for t, v in pairs:
+            if isinstance(t, ast.Name) and _is_action(v, names):
+                aliases[t.id] = names[v.attr]  # type: ignore[attr-defined]
+    return aliases
+
+
 @cache
 def logged_at() -> dict[str, list[tuple[str, int]]]:
     """Action name -> (file, line) of each ``LOG_CALLS`` call in ``LOGGED_IN`` that passes the
@@ -64,7 +93,9 @@ def logged_at() -> dict[str, list[tuple[str, int]]]:
     for path in sources.published_files():
         if not path.startswith(LOGGED_IN) or not path.endswith(".py"):
             continue
-        for node in ast.walk(ast.parse(_read(path))):
+        tree = ast.parse(_read(path))
+        aliases = _action_aliases(tree, names)
+        for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             func = node.func
@@ -75,13 +106,10 @@ def logged_at() -> dict[str, list[tuple[str, int]]]:
                 value = None
                 if isinstance(arg, ast.Constant) and arg.value in values:
                     value = arg.value
-                elif (
-                    isinstance(arg, ast.Attribute)
-                    and isinstance(arg.value, ast.Name)
-                    and arg.value.id == "Action"
-                    and arg.attr in names
-                ):
-                    value = names[arg.attr]
+                elif isinstance(arg, ast.Name) and arg.id in aliases:
+                    value = aliases[arg.id]
+                elif _is_action(arg, names):
+                    value = names[arg.attr]  # type: ignore[attr-defined]
                 if value is not None:
                     out.setdefault(value, []).append((path, node.lineno))
     return {k: sorted(set(v)) for k, v in out.items()}

@@ -60,3 +60,11 @@ def test_api_pages_list_public_modules_only():
     assert names[0] == "conformance"
     assert "conformance.plugin" in names
     assert not [n for n in names if n.split(".")[-1].startswith(("_", "test_"))]
+
+
+def test_every_action_links_to_where_it_is_logged():
+    """Each action's section says where the reference or faultinject logs it, including the
+    per-batch path's aliases (``_GET = Action.MAIN_GET_DATA``): never "nowhere yet"."""
+    logged = pages.logged_at()
+    assert [a.value for a in Action if a.value not in logged] == []
+    assert {path for path, _ in logged["MainCallNext"]} == {"reference/loop.py"}
