@@ -7,6 +7,7 @@ import pytest
 
 from conformance.harness import (
     EVERY,
+    NO_WORKER_TO_KILL,
     Await,
     Die,
     Grade,
@@ -18,6 +19,7 @@ from conformance.harness import (
     checks,
     hang_s,
     kwargs,
+    needs_worker_processes,
     play,
     shutdown_s,
 )
@@ -254,6 +256,7 @@ def test_worker_killed_holding_a_shared_batch_leaves_nothing(
     Guards: G5 pytorch PR #81660 (killed processes leave shared-memory segments behind), E2
     pytorch PR #72269 (`/dev/shm/torch_*` left behind at shutdown).
     """
+    needs_worker_processes(loader_cls, NO_WORKER_TO_KILL)
     r = play(
         loader_cls,
         n=12,

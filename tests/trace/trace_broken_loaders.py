@@ -12,6 +12,9 @@ would be unsafe in a process that builds other loaders concurrently.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -130,11 +133,25 @@ class _LostSentinelIter(MultiProcessingIter):
 
 
 class _EarlyJoinIter(MultiProcessingIter):
-    """Reports every worker joined as soon as the sentinels are out, before any has exited
-    (then really reaps them, so nothing is left behind)."""
+    """Reports every worker joined as soon as the sentinels are out, while each is still alive
+    (then really reaps them, so nothing is left behind). Each worker is stopped (SIGSTOP) before
+    its sentinel is written and continued after the false joins are logged: on an idle machine a
+    worker would otherwise exit before the main process logs its join, and the false join would
+    be a true one."""
+
+    def send(self, worker: int, message: IndexMessage) -> None:
+        if message is SENTINEL and self._core.shutdown:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._pids[worker], signal.SIGSTOP)
+        super().send(worker, message)
 
     def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
-        yield from ((w, False) for w in workers)
+        try:
+            yield from ((w, False) for w in workers)
+        finally:
+            for w in workers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self._pids[w], signal.SIGCONT)
         for _ in super().reap(workers, grace=grace, block=block):
             pass
 
