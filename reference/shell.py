@@ -96,6 +96,8 @@ _live_iters: weakref.WeakSet[MultiProcessingIter] = weakref.WeakSet()
 def _shutdown_all_at_exit() -> None:
     """Shut down iterators still alive at interpreter exit (persistent workers, say)."""
     for it in list(_live_iters):
+        if getattr(it, "_owner_pid", None) != os.getpid():
+            continue  # a forked process's copy: the owner's workers (see __del__)
         with contextlib.suppress(Exception):
             it.shut_down()
             it._reap_left(block=True)
