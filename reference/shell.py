@@ -109,6 +109,17 @@ def _log_moved(action: Action, event: Arrived) -> None:
     tracewriter.emit(action, worker=event.worker, task=r.idx, kind=r.kind.value, origin=r.origin)
 
 
+def _release(p: Any) -> None:
+    """Close a reaped worker's sentinel pipe, as ``Process.close()`` would, but keep the
+    ``Process`` usable: torch's iterators never close theirs, and code written against torch
+    reads ``it._workers`` after the epoch (``w.pid``, ``w.join()``, ``w.is_alive()``, which a
+    closed ``Process`` refuses with "process object is closed"). Its exit code is already read,
+    so nothing waits on that pipe again."""
+    popen = getattr(p, "_popen", None)
+    if popen is not None:
+        popen.close()
+
+
 def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
     """torch's two texts in one: which pids, and how each ended (signal or exit code)."""
     pids = ", ".join(str(pid) for pid, _ in pids_and_codes)
@@ -304,7 +315,7 @@ class MultiProcessingIter(BaseIter):
                 raise RuntimeError(_FD_MESSAGE) from None
             raise
         self._shutdown = False
-        self._pids: list[int] = [w.pid for w in self._workers]  # kept: a reaped Process is closed
+        self._pids: list[int] = [w.pid for w in self._workers]
         _live_iters.add(self)
         if tracewriter.ENABLED:
             self._trace_config(t_created)
@@ -493,7 +504,7 @@ class MultiProcessingIter(BaseIter):
             for sentinel in wait(list(pending), left):  # at least one pass: the already dead
                 w = pending.pop(sentinel)  # type: ignore[call-overload]
                 self._workers[w].join()
-                self._workers[w].close()
+                _release(self._workers[w])
                 yield w, False
             if left == 0.0:
                 break
@@ -513,7 +524,7 @@ class MultiProcessingIter(BaseIter):
             # Our kill (not the worker's own exit after its sentinel, a race at the deadline)
             # ended it: known only now, so MainTerminateWorker is taken now.
             killed = p.exitcode == -signal.SIGKILL
-            p.close()
+            _release(p)
             yield w, killed
         if not self._unreaped:
             _live_iters.discard(self)

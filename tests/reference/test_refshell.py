@@ -392,6 +392,21 @@ def test_end_of_epoch_leaves_nothing():
     assert not _children()
 
 
+def test_workers_stay_readable_after_the_epoch_as_torchs_do():
+    """torch never closes its worker ``Process`` objects; code written against it (torch's own
+    test_dataloader.py) reads ``it._workers`` after the epoch ended: pid, join, is_alive. Their
+    pipes are closed all the same (nothing left while the iterator is still held)."""
+    threads, fds = _resources()
+    it = iter(DataLoader(Squares(10), batch_size=2, num_workers=2))
+    assert len(list(it)) == 5
+    for w in it._workers:
+        w.join(1.0)
+        assert not w.is_alive()
+        assert (w.exitcode, w.pid > 0) == (0, True)
+    assert _resources() == (threads, fds)
+    del it
+
+
 _ORPHAN_SCRIPT = """
 import sys, threading, reference
 sys.path.insert(0, ".")
