@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import os
 import resource
 import statistics
 import time
@@ -342,10 +343,26 @@ def _ratio(work: Workload, per: dict[str, Any], loader: str) -> Row:
     note = ""
     if target:
         note = f"target >= {target:g}x: {'met' if mine / theirs >= target else 'missed'}; "
+        bound = cpu_bound(work)
+        if bound is not None:
+            note += (
+                f"these CPUs allow at most {bound / theirs:.2f}x torch ({bound:,.0f}/s), "
+                f"{loader} makes {mine / bound:.0%} of that; "
+            )
     cpu = {who: per[who]["main_cpu_us"] + per[who]["workers_cpu_us"] for who in (loader, "torch")}
     if cpu[loader] > 0:
         note += f"CPU per batch: torch uses {cpu['torch'] / cpu[loader]:.2f}x {loader}'s"
     return Row(SECTION, name, mine / theirs, "x", note)
+
+
+def cpu_bound(work: Workload) -> float | None:
+    """The most batches/s a CPU-bound workload can give here: its workers (at most one per
+    CPU) each doing ``batch_size * cost_s`` of CPU per batch and nothing else. None for a
+    workload with no fixed work per item, or no workers."""
+    if not work.cost_s or not work.num_workers:
+        return None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return min(work.num_workers, cpus or 1) / (work.batch_size * work.cost_s)
 
 
 def _rank(work: Workload, per: dict[str, Any]) -> Row:

@@ -212,3 +212,21 @@ def test_results_folder_from_figures(tmp_path):
     row = "| cheap items (64 floats, batch 4, 2 workers) | 100 | 700 (7.00x) | 500 (5.00x) |"
     assert row in page
     assert all(p.exists() for p in written)
+
+
+def test_a_cpu_bound_ratio_says_what_the_cpus_allow():
+    """On a workload of fixed CPU work per item, the reference's ratio to torch also says the
+    most the machine's CPUs allow: workers (at most one per CPU) doing nothing but the work."""
+    costly = next(w for w in throughput.workloads(quick=False) if w.name == "costly")
+    bound = throughput.cpu_bound(costly)
+    cpus = min(costly.num_workers, len(os.sched_getaffinity(0)))
+    assert bound == pytest.approx(cpus / (costly.batch_size * costly.cost_s))
+    runs = {"torch": [_fake_run(bound / 2)], "reference": [_fake_run(bound * 0.9)]}
+    summary = throughput.summarize([costly], runs)
+    rows = throughput.rows([costly], summary, {"torch": None, "reference": None})
+    note = next(r.note for r in rows if r.name == "ratio reference/torch, costly")
+    assert (
+        f"these CPUs allow at most 2.00x torch ({bound:,.0f}/s), reference makes 90% of that"
+        in note
+    )
+    assert throughput.cpu_bound(WORKS[0]) is None  # cheap items: no fixed work per item
