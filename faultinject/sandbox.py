@@ -70,6 +70,7 @@ SHM_DIR = Path("/dev/shm")
 _SAMPLE_S = 0.05
 # Bounds for steps that should be instant; a breach is reported, never waited out.
 _REAP_S = 5.0
+_HELPER_EXIT_S = 2.0  # a resource tracker whose clients are gone cleans up in milliseconds
 _STDERR_MAX = 64 << 10
 
 
@@ -391,13 +392,33 @@ class _Run:
     # ---- cleaning up
 
     def kill_all(self, pids: set[int]) -> None:
-        """SIGKILL `pids` and whatever else is in the session, until nothing is (bounded)."""
+        """SIGKILL `pids` and whatever else is in the session, until nothing is (bounded).
+
+        multiprocessing's helpers go last. A resource tracker unlinks the named semaphores and
+        segments it tracks once every process holding its pipe is gone, and a SIGKILL in the
+        same round would stop it: each killed run of a spawn-context loader left its
+        semaphores in /dev/shm (unnamed by pid, so nobody's leak to grade). The others are
+        killed first; the helpers get `_HELPER_EXIT_S` to finish on their own."""
         deadline = time.monotonic() + _REAP_S
+        helpers_waited = False
         while time.monotonic() < deadline:
             members = {pid for pid, p in _session(self.pid).items() if _alive(p)}
             targets = members | {pid for pid in pids if pid in self.seen and _alive(self.seen[pid])}
             if not targets:
                 return
+            if not helpers_waited:
+                helpers_waited = True
+                helpers = {pid for pid in targets if processes.is_mp_helper(pid)}
+                if helpers:
+                    others = targets - helpers
+                    processes.kill(others, signal.SIGKILL, action=None)
+                    processes.wait_gone(others, _REAP_S)
+                    for pid in others:
+                        processes.reap(pid)
+                    processes.wait_gone(helpers, _HELPER_EXIT_S)
+                    for pid in helpers:
+                        processes.reap(pid)
+                    continue
             processes.kill(targets, signal.SIGKILL, action=None)
             processes.wait_gone(targets, _REAP_S)
             pids = targets

@@ -109,6 +109,19 @@ def orphans_then_kill_self() -> None:
     sandbox.kill_self()
 
 
+def spawn_locks_then_kill_self(n: int, names_file: str) -> None:
+    """Make `n` spawn-context locks (named semaphores, in the resource tracker's care), start a
+    spawn worker that holds the tracker's pipe, write the semaphores' names, then die."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    locks = [ctx.Lock() for _ in range(n)]
+    ctx.Process(target=time.sleep, args=(60,)).start()
+    names = [lock._semlock.name.lstrip("/") for lock in locks]  # type: ignore[attr-defined]
+    pathlib.Path(names_file).write_text("\n".join(names))
+    sandbox.kill_self()
+
+
 def exit_without_result(code: int) -> None:
     os._exit(code)
 

@@ -108,6 +108,22 @@ def test_the_resource_tracker_a_target_starts_is_no_leak():
     assert report.clean, report.leftovers()
 
 
+def test_a_resource_tracker_outliving_its_loader_cleans_up_before_it_is_killed(tmp_path):
+    """The loader's process dies and leaves a spawn worker and the resource tracker behind:
+    the leftovers are killed first, so the tracker still unlinks the semaphores it tracks. A
+    spawned child, so that the tracker is its own (a forked one shares this process's)."""
+    names_file = tmp_path / "names"
+    report = sandbox.run(
+        T.spawn_locks_then_kill_self, 5, str(names_file), deadline_s=30, start="spawn"
+    )
+    assert report.outcome == "killed"
+    assert report.helpers, "the resource tracker was expected to outlive the loader"
+    names = names_file.read_text().split()
+    assert len(names) == 5
+    assert [n for n in names if os.path.exists(f"/dev/shm/sem.{n}")] == []
+    assert all(gone(pid) for pid in report.leftover_pids)
+
+
 def test_a_target_past_its_deadline_is_killed_with_its_session():
     report = sandbox.run(T.sleep_forever_with_grandchild, deadline_s=0.5)
     assert report.outcome == "deadline"
