@@ -400,27 +400,17 @@ class _Run:
         semaphores in /dev/shm (unnamed by pid, so nobody's leak to grade). The others are
         killed first; the helpers get `_HELPER_EXIT_S` to finish on their own."""
         deadline = time.monotonic() + _REAP_S
-        helpers_waited = False
+        first_round = True
         while time.monotonic() < deadline:
             members = {pid for pid, p in _session(self.pid).items() if _alive(p)}
             targets = members | {pid for pid in pids if pid in self.seen and _alive(self.seen[pid])}
             if not targets:
                 return
-            if not helpers_waited:
-                helpers_waited = True
-                helpers = {pid for pid in targets if processes.is_mp_helper(pid)}
-                if helpers:
-                    others = targets - helpers
-                    processes.kill(others, signal.SIGKILL, action=None)
-                    processes.wait_gone(others, _REAP_S)
-                    for pid in others:
-                        processes.reap(pid)
-                    processes.wait_gone(helpers, _HELPER_EXIT_S)
-                    for pid in helpers:
-                        processes.reap(pid)
-                    continue
-            processes.kill(targets, signal.SIGKILL, action=None)
-            processes.wait_gone(targets, _REAP_S)
+            spared = {pid for pid in targets if first_round and processes.is_mp_helper(pid)}
+            first_round = False
+            processes.kill(targets - spared, signal.SIGKILL, action=None)
+            processes.wait_gone(targets - spared, _REAP_S)
+            processes.wait_gone(spared, _HELPER_EXIT_S)  # the next round kills what is left
             pids = targets
             for pid in targets:
                 processes.reap(pid)

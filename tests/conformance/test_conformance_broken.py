@@ -192,9 +192,9 @@ POOL_KILLS = [
     PFH + "::test_death_is_reported_promptly_while_next_waits",
 ]
 # Pool: dropped while a worker is blocked writing a result bigger than the pipe, which holds the
-# result queue's write lock, `Pool.terminate()` may block on that lock (racy: seen once in a CI
-# run); the loader bounds it (5 s), the driver then waits 15 s for the workers to go, and the
-# scenario's 20 s deadline ends it first.
+# result queue's write lock, `Pool.terminate()` may block on that lock (racy: seen once in a
+# fresh-clone test run); the loader bounds it (5 s), the driver then waits 15 s for the workers
+# to go, and the scenario's 20 s deadline ends it first.
 POOL_BLOCKED_WRITER = SC + "::test_dropping_an_iterator_with_large_results_in_flight_is_prompt"
 CORRECT: dict[str, list[tuple[str, str]]] = {
     "correct.threads:Loader": [],
