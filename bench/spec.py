@@ -1,10 +1,10 @@
 """Spec figures: TLC's distinct states and seconds per model as workers, prefetch factor and
 batches grow.
 
-Each point is the quick map model (`spec/models/MCQuickMap.cfg`: in order, pin thread, no faults)
-with one constant changed (`NumWorkers`, `PrefetchFactor`, `NumTasks`), checked by the project's
-TLC runner (`loaderspec.tlc.run_tlc`, the 2020 jar) with one TLC worker; a model that outlives its
-bound is a row "> N s". Wall time follows the machine's load; TLC's CPU seconds do not.
+Each point is the quick map model (`[MCQuickMap]` of `spec/models.toml`: in order, pin thread, no
+faults) with one constant changed (`NumWorkers`, `PrefetchFactor`, `NumTasks`), checked by the
+project's TLC runner (`loaderspec.tlc.run_tlc`, the 2020 jar) with one TLC worker; a model that
+outlives its bound is a row "> N s". Wall time follows the machine's load; TLC's CPU seconds do not.
 """
 
 from __future__ import annotations

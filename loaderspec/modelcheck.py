@@ -1,23 +1,23 @@
 """``loaderspec model-check``: check the spec's models with TLC against ``spec/models.toml``.
 
-This module owns the manifest (which models exist, in which tier, what TLC must find) and the
-readable counterexample. How TLC is started and read is ``loaderspec.tlc``; TLC's own
-distributed mode (a TLCServer and TLCWorkers, ``run_distributed``) lives here because it is only
-another way to start the same jar on the same models.
+What a model is and its generated config are ``loaderspec.manifest``; how TLC is started and
+read is ``loaderspec.tlc``. This module runs the tiers, records their figures, and prints the
+readable counterexample; TLC's own distributed mode (a TLCServer and TLCWorkers,
+``run_distributed``) lives here because it is only another way to start the same jar on the
+same models.
 
 A model either passes (``expect = "pass"``) or is a broken variant that lists the full set of
 properties TLC finds it violating (``violates = [...]``); ``--tier broken`` checks that set
 exactly (``loaderspec.variantcheck``). Exit status of a tier (``--tier``): 0 when every model
-gave its expected result, 1 when one did not. Of one model (``--config``): TLC's verdict, 0 only
-when TLC found no violation and none was expected, so a broken variant exits 1 with its first
-counterexample printed (the summary line says whether that violation is one the manifest
-lists). 2 on a usage error (an unknown config, no TLC).
+gave its expected result, 1 when one did not. Of one model (``--model`` or ``--config``): TLC's
+verdict, 0 only when TLC found no violation and none was expected, so a broken variant exits 1
+with its first counterexample printed (the summary line says whether that violation is one the
+manifest lists). 2 on a usage error (an unknown model or config, no TLC).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import queue
 import re
 import shutil
@@ -33,39 +33,18 @@ from pathlib import Path
 from typing import Any
 
 from loaderspec import tlc, variantcheck
+from loaderspec.manifest import (
+    BASE_SPEC,
+    FIGURES,
+    PASS,
+    TIERS,
+    Model,
+    load_manifest,
+    spec_dir,
+)
 from loaderspec.tlavalues import Function, ModelValue, NotParsable, Record, encode, parse
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10: pip vendors the same parser.
-    from pip._vendor import tomli as tomllib  # type: ignore[no-redef]
-
-TIERS = ("quick", "nightly", "broken")
-PASS = "pass"
 DEADLOCK_PROPERTY = "NoDeadlock"  # TLC's "Deadlock reached" is this vocabulary property
-
-
-@dataclass(frozen=True)
-class Model:
-    """One table of ``spec/models.toml``."""
-
-    name: str
-    spec: Path
-    cfg: Path
-    tier: str
-    violates: frozenset[str] = frozenset()  # every property TLC finds violated; empty: passes
-    args: tuple[str, ...] = ()
-    states: int | None = None  # distinct states last recorded
-    total_states: int | None = None  # states generated (with repeats) last recorded
-    depth: int | None = None  # of the state graph last recorded
-    seconds: float | None = None  # wall time last recorded (a loaded 2-core machine)
-    cpu_seconds: float | None = None  # TLC's CPU time last recorded: ~ wall time when idle
-    fast_start: bool = True  # small model: start the JVM with C1 only (tlc.FAST_START)
-
-    @property
-    def expect(self) -> str:
-        """``pass``, or the violated properties, comma-separated (for messages)."""
-        return ", ".join(sorted(self.violates)) if self.violates else PASS
 
 
 @dataclass(frozen=True)
@@ -81,48 +60,6 @@ class Outcome:
         if not self.model.violates:
             return self.found == PASS
         return self.found in self.model.violates
-
-
-def spec_dir() -> Path:
-    """``spec/`` of the checkout, or ``loaderspec/spec`` of an installed wheel."""
-    return Path(str(importlib.resources.files("loaderspec.spec")))
-
-
-def load_manifest(path: Path | None = None) -> list[Model]:
-    """Every model of the manifest, in file order; paths resolved against its folder.
-
-    Raises:
-        ValueError: a table lacks ``cfg``/``tier``, has neither or both of ``expect = "pass"``
-            and ``violates``, or names an unknown tier.
-    """
-    path = path or spec_dir() / "models.toml"
-    data = tomllib.loads(path.read_text())
-    models = []
-    for name, table in data.items():
-        missing = {"cfg", "tier"} - set(table)
-        if missing:
-            raise ValueError(f"{path}: model {name} lacks {', '.join(sorted(missing))}")
-        if table["tier"] not in TIERS:
-            raise ValueError(f"{path}: model {name} has tier {table['tier']!r}; use {TIERS}")
-        if (table.get("expect") == PASS) == bool(table.get("violates")):
-            raise ValueError(f"{path}: model {name} needs expect = 'pass' or violates = [...]")
-        models.append(
-            Model(
-                name=name,
-                spec=(path.parent / table.get("spec", "DataLoader.tla")).resolve(),
-                cfg=(path.parent / table["cfg"]).resolve(),
-                tier=table["tier"],
-                violates=frozenset(table.get("violates", ())),
-                args=tuple(table.get("args", ())),
-                states=table.get("states"),
-                total_states=table.get("total_states"),
-                depth=table.get("depth"),
-                seconds=table.get("seconds"),
-                cpu_seconds=table.get("cpu_seconds"),
-                fast_start=table.get("fast_start", True),
-            )
-        )
-    return models
 
 
 def found_name(result: tlc.TlcResult) -> str:
@@ -164,9 +101,6 @@ def check_model(
     return Outcome(model, result, found_name(result))
 
 
-_FIGURES = ("states", "total_states", "depth", "seconds", "cpu_seconds")
-
-
 def record_figures(
     figures: dict[str, tlc.TlcResult], path: Path | None = None, *, seconds: dict[str, float]
 ) -> None:
@@ -193,17 +127,19 @@ def record_figures(
     def flush() -> None:
         if table in values:
             row = values.pop(table)
-            while out and not out[-1].strip():
-                out.pop()
-            out.extend(f"{k} = {v}" for k in _FIGURES if (v := row[k]) is not None)
-            out.append("")
+            # The blank and comment lines before the next table are that table's.
+            end = len(out)
+            while end and (not out[end - 1].strip() or out[end - 1].startswith("#")):
+                end -= 1
+            figures = [f"{k} = {v}" for k in FIGURES if (v := row[k]) is not None]
+            out[end:end] = figures
 
-    figure_line = re.compile(rf"^({'|'.join(_FIGURES)})\s*=")
+    figure_line = re.compile(rf"^({'|'.join(FIGURES)})\s*=")
     for line in path.read_text().splitlines():
         header = re.match(r"^\[(\w+)\]\s*$", line)
-        if header or line.startswith("# ---"):
+        if header:
             flush()
-            table = header.group(1) if header else None
+            table = header.group(1)
         elif table in values and figure_line.match(line):
             continue
         out.append(line)
@@ -416,20 +352,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="quick",
         help="the manifest's models of this tier (default: quick)",
     )
-    parser.add_argument(
+    one = parser.add_mutually_exclusive_group()
+    one.add_argument(
+        "--model",
+        metavar="NAME",
+        help="check this model of the manifest only (e.g. BrokenPrefetchBound);"
+        " exit 1 on any violation, printing the counterexample",
+    )
+    one.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
-        help="check this .cfg only (its manifest entry gives spec, args and expected result);"
-        " exit 1 on any violation, printing the counterexample",
+        help="check your own .cfg only (it is expected to pass); exit 1 on any violation,"
+        " printing the counterexample",
     )
     parser.add_argument(
-        "--spec", type=Path, metavar="FILE", help="the module for --config (default: manifest's)"
+        "--spec",
+        type=Path,
+        metavar="FILE",
+        help="the module for --model or --config (default: the manifest's, else DataLoader.tla)",
     )
     parser.add_argument(
         "--expect",
         metavar="RESULT",
-        help="with --config: 'pass' or the property TLC must report (default: manifest's)",
+        help="with --model or --config: 'pass' or the property TLC must report"
+        " (default: the manifest's)",
     )
     parser.add_argument(
         "--workers", type=int, default=1, metavar="N", help="TLC worker threads (default 1)"
@@ -459,19 +406,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _select(args: argparse.Namespace) -> list[Model]:
     """The models to check; raises ValueError with a usage message."""
     manifest = load_manifest()
-    if args.config is None:
-        return [m for m in manifest if m.tier == args.tier]
-    cfg = args.config.resolve()
-    if not cfg.is_file():
-        raise ValueError(f"--config {args.config}: no such file")
-    listed = next((m for m in manifest if m.cfg == cfg), None)
     spec = args.spec.resolve() if args.spec else None
-    if listed is None:
-        listed = Model(cfg.stem, spec or spec_dir() / "DataLoader.tla", cfg, "adhoc")
+    if args.model is not None:
+        listed = next((m for m in manifest if m.name == args.model), None)
+        if listed is None:
+            names = ", ".join(m.name for m in manifest)
+            raise ValueError(f"--model {args.model}: no such model in the manifest; one of {names}")
+    elif args.config is not None:
+        cfg = args.config.resolve()
+        if not cfg.is_file():
+            raise ValueError(f"--config {args.config}: no such file")
+        # A generated cfg of build/models is its model's; any other is the user's own.
+        listed = next((m for m in manifest if m.cfg == cfg), None) or Model(
+            cfg.stem, spec_dir() / BASE_SPEC, cfg, "adhoc"
+        )
+    else:
+        return [m for m in manifest if m.tier == args.tier]
     violates = listed.violates
     if args.expect is not None:
         violates = frozenset() if args.expect == PASS else frozenset({args.expect})
-    return [replace(listed, spec=spec or listed.spec, cfg=cfg, violates=violates)]
+    return [replace(listed, spec=spec or listed.spec, violates=violates)]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -481,7 +435,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"loaderspec model-check: {exc}", file=sys.stderr)
         return 2
-    single = args.config is not None
+    single = args.config is not None or args.model is not None
     failures = 0
     total = cpu = 0.0
     graphs: dict[str, tlc.TlcResult] = {}  # the models run as expected, for --record

@@ -25,73 +25,28 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
 from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
-from loaderspec.tracecompile import BASE_SPEC, spec_dir
+from loaderspec.tracecompile import BASE_SPEC
 from loaderspec.traces import Run
 from loaderspec.vocabulary import Action
 
-_OFF = {
-    "InOrder": "TRUE",
-    "Iterable": "FALSE",
-    "Persistent": "FALSE",
-    "NumEpochs": "1",
-    "PinMemory": "FALSE",
-    "ResultCapacity": "0",
-    "WithKillWorker": "FALSE",
-    "WithKillParent": "FALSE",
-    "WithHang": "FALSE",
-    "WithFetchError": "FALSE",
-    "WithTimeout": "FALSE",
-    "WithPutError": "FALSE",
-    "WithRecvError": "FALSE",
-    "WithPinDeath": "FALSE",
-}
 # The models (small enough that TLC dumps each graph in seconds); together they reach every
-# action. Faults are switched on only where they are needed.
+# action. Each is the manifest's defaults (every fault off) with what it needs switched on.
 MODELS: dict[str, dict[str, str]] = {
-    "faults": {
-        **_OFF,
-        "NumWorkers": "2",
-        "NumTasks": "1",
-        "PrefetchFactor": "1",
-        "WithKillWorker": "TRUE",
-        "WithKillParent": "TRUE",
-        "WithHang": "TRUE",
-        "WithFetchError": "TRUE",
-        "WithTimeout": "TRUE",
-    },
-    "pin": {
-        **_OFF,
-        "NumWorkers": "1",
-        "NumTasks": "1",
-        "PrefetchFactor": "1",
-        "PinMemory": "TRUE",
-        "WithPinDeath": "TRUE",
-    },
-    "errors": {
-        **_OFF,
-        "NumWorkers": "1",
-        "NumTasks": "1",
-        "PrefetchFactor": "1",
-        "WithPutError": "TRUE",
-        "WithRecvError": "TRUE",
-    },
-    "iterable": {
-        **_OFF,
-        "NumWorkers": "2",
-        "NumTasks": "2",
-        "PrefetchFactor": "1",
-        "Iterable": "TRUE",
-    },
-    "persistent": {
-        **_OFF,
-        "NumWorkers": "1",
-        "NumTasks": "1",
-        "PrefetchFactor": "1",
-        "Persistent": "TRUE",
-        "NumEpochs": "2",
-    },
+    "faults": default_constants(
+        NumTasks=1,
+        WithKillWorker=True,
+        WithKillParent=True,
+        WithHang=True,
+        WithFetchError=True,
+        WithTimeout=True,
+    ),
+    "pin": default_constants(NumWorkers=1, NumTasks=1, PinMemory=True, WithPinDeath=True),
+    "errors": default_constants(NumWorkers=1, NumTasks=1, WithPutError=True, WithRecvError=True),
+    "iterable": default_constants(NumTasks=2, Iterable=True),
+    "persistent": default_constants(NumWorkers=1, NumTasks=1, Persistent=True, NumEpochs=2),
 }
 ALL_ACTIONS: frozenset[str] = frozenset(a.value for a in Action)
 # The steps that end a next() call: it returned a batch, or raised.

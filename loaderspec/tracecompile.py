@@ -16,13 +16,13 @@ the trace spec: a zero-arity definition that TLC evaluates once. (Substituting a
 
 from __future__ import annotations
 
-import importlib.resources
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.tlavalues import encode
 from loaderspec.traces import Record, Run
 
@@ -33,15 +33,11 @@ LOG_MODULE = "TraceLog"
 RECORD_FIELDS = ("action", "actor", "epoch", "worker", "task", "kind", "state", "origin")
 # The trace spec's refinement property: every step it takes is a step of DataLoader's Next.
 SPEC_STEP = "SpecStep"
+FAULT_SWITCH = "With"  # the prefix of the constants that switch a fault (or the timeout) on
 
 
 class TraceConfigError(ValueError):
     """A run's ``Config`` header cannot be turned into the spec's constants."""
-
-
-def spec_dir() -> Path:
-    """The folder holding ``DataLoader.tla`` and ``TraceDataLoader.tla`` (the installed copy)."""
-    return Path(str(importlib.resources.files("loaderspec.spec")))
 
 
 @dataclass(frozen=True)
@@ -101,26 +97,20 @@ def constants_for(run: Run) -> Constants:
         raise TraceConfigError(f"config field 'num_tasks' must be an integer, not {num_tasks!r}")
     persistent = _bool(cfg, "persistent_workers")
     num_epochs = max(max(epochs, default=0) + 1, PERSISTENT_EPOCHS) if persistent else 1
-    values: dict[str, Any] = {
-        "NumWorkers": _int(cfg, "num_workers"),
-        "NumTasks": num_tasks,
-        "PrefetchFactor": _int(cfg, "prefetch_factor"),
-        "InOrder": _bool(cfg, "in_order", True),
-        "Iterable": _bool(cfg, "iterable"),
-        "Persistent": persistent,
-        "NumEpochs": num_epochs,
-        "PinMemory": _bool(cfg, "pin_memory"),
-        "ResultCapacity": 0,  # unbounded: a put is logged before it blocks, not when it completes
-        "WithKillWorker": True,
-        "WithKillParent": True,
-        "WithHang": True,
-        "WithFetchError": True,
-        "WithTimeout": True,
-        "WithPutError": True,
-        "WithRecvError": True,
-        "WithPinDeath": True,
-    }
-    return Constants(tuple((k, encode(v)) for k, v in values.items()))
+    values = default_constants(
+        NumWorkers=_int(cfg, "num_workers"),
+        NumTasks=num_tasks,
+        PrefetchFactor=_int(cfg, "prefetch_factor"),
+        InOrder=_bool(cfg, "in_order", True),
+        Iterable=_bool(cfg, "iterable"),
+        Persistent=persistent,
+        NumEpochs=num_epochs,
+        PinMemory=_bool(cfg, "pin_memory"),
+        ResultCapacity=0,  # unbounded: a put is logged before it blocks, not when it completes
+    )
+    # Every fault switch (a With* constant) on: a fault only happens if it was logged.
+    values.update({k: encode(True) for k in values if k.startswith(FAULT_SWITCH)})
+    return Constants(tuple(values.items()))
 
 
 def record_literal(record: Record) -> str:

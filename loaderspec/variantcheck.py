@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from loaderspec import tlc
 
 if TYPE_CHECKING:
-    from loaderspec.modelcheck import Model
+    from loaderspec.manifest import Model
 
 MONITOR = "ViolationMonitor"  # in spec/MCBroken.tla
 NO_DEADLOCK = "NoDeadlock"  # TLC's "Deadlock reached" (vocabulary.PropertyName.NO_DEADLOCK)

@@ -202,15 +202,14 @@ def actions(actor: Actor, up: str) -> str:
 
 
 def _broken_variants() -> dict[str, list[str]]:
-    """Property -> the ``.cfg`` of every broken model of the manifest that violates it (each
-    variant lists the full set it violates)."""
-    from loaderspec.modelcheck import load_manifest
+    """Property -> the name of every broken model of the manifest that violates it (each
+    variant lists the full set it violates; its table in ``spec/models.toml`` is its source)."""
+    from loaderspec.manifest import load_manifest
 
     out: dict[str, list[str]] = {}
     for model in load_manifest():
-        cfg = model.cfg.relative_to(sources.REPO).as_posix()
         for prop in sorted(model.violates):
-            out.setdefault(prop, []).append(cfg)
+            out.setdefault(prop, []).append(model.name)
     return out
 
 
@@ -222,7 +221,8 @@ def properties(up: str) -> str:
     out = []
     for prop in PROPERTIES:
         breakers = [a.value for a in Action if prop.prop in ACTION_CAN_BREAK[a]]
-        variants = ", ".join(f"[`{Path(c).stem}`]({up}{c})" for c in broken.get(prop.name, []))
+        manifest = f"{up}spec/models.toml"
+        variants = ", ".join(f"[`{name}`]({manifest})" for name in broken.get(prop.name, []))
         lines = [
             f"### {prop.name} {{ #{prop.name} }}",
             "",

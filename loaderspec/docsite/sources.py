@@ -23,8 +23,6 @@ PUBLISHED: tuple[str, ...] = (
     "spec/*.tla",
     "spec/*.cfg",
     "spec/models.toml",
-    "spec/models/*.cfg",
-    "spec/broken/*.cfg",
     "reference/*.py",
     "faultinject/*.py",
     "conformance/*.py",

@@ -14,8 +14,7 @@ import pytest
 
 from loaderspec import modelcheck, tlc
 
-SPEC_DIR = modelcheck.spec_dir()
-PREFETCH = SPEC_DIR / "broken" / "BrokenPrefetchBound.cfg"  # 8 states: the smallest violation
+PREFETCH = ("--model", "BrokenPrefetchBound")  # 8 states to the smallest violation
 
 
 def _model_check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -30,7 +29,7 @@ def _model_check(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
 
 
 def test_broken_variant_exits_1_and_prints_the_counterexample():
-    proc = _model_check("--config", str(PREFETCH))
+    proc = _model_check(*PREFETCH)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = "ok   BrokenPrefetchBound: violates PrefetchBound (expected PrefetchBound)"
     assert summary in proc.stdout
@@ -43,15 +42,16 @@ def test_broken_variant_exits_1_and_prints_the_counterexample():
 
 
 def test_unexpected_violation_exits_1_marked_fail():
-    proc = _model_check("--config", str(PREFETCH), "--expect", "pass")
+    proc = _model_check(*PREFETCH, "--expect", "pass")
     assert proc.returncode == 1
     assert "FAIL BrokenPrefetchBound: violates PrefetchBound (expected pass)" in proc.stdout
     assert "counterexample (PrefetchBound):" in proc.stdout
 
 
 def test_a_cfg_outside_the_manifest_is_expected_to_pass(tmp_path: Path):
-    cfg = SPEC_DIR / "models" / "MCQuickPersistent.cfg"
-    text = cfg.read_text().replace("NumTasks = 2", "NumTasks = 1")
+    model = next(m for m in modelcheck.load_manifest() if m.name == "MCQuickPersistent")
+    text = model.cfg.read_text().replace("NumTasks = 3", "NumTasks = 1")
+    assert text != model.cfg.read_text()
     own = tmp_path / "MCMine.cfg"
     own.write_text(text)
     proc = _model_check("--config", str(own))
@@ -63,7 +63,10 @@ def test_usage_errors_exit_2_without_a_traceback(tmp_path: Path):
     proc = _model_check("--config", str(tmp_path / "nope.cfg"))
     assert proc.returncode == 2
     assert "no such file" in proc.stderr
-    proc = _model_check("--config", str(PREFETCH), env={tlc.JAR_ENV: str(tmp_path / "x.jar")})
+    proc = _model_check("--model", "BrokenNope")
+    assert proc.returncode == 2
+    assert "no such model in the manifest; one of MCQuickMap" in proc.stderr
+    proc = _model_check(*PREFETCH, env={tlc.JAR_ENV: str(tmp_path / "x.jar")})
     assert proc.returncode == 2
     assert "TLA2TOOLS_JAR" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -103,21 +106,22 @@ def test_counterexample_marks_the_end_of_a_liveness_trace(trace_kind: str):
 def test_record_rewrites_only_the_figures_of_the_models_run(tmp_path: Path):
     manifest = tmp_path / "models.toml"
     manifest.write_text(
-        "# a comment that stays\n[A]\ncfg = 'a.cfg'\ntier = 'quick'\nexpect = 'pass'\n"
-        "states = 1\nseconds = 9.9\n\n[B]\ncfg = 'b.cfg'\ntier = 'broken'\n"
+        "# a comment that stays\n[A]\ntier = 'quick'\nexpect = 'pass'\n"
+        "states = 1\nseconds = 9.9\n\n# B's comment\n[B]\ntier = 'broken'\n"
         "violates = ['TypeOK']\nstates = 7\n"
     )
     result = dataclasses.replace(tlc.TlcResult(True, None, [], 20, 12, 3.21, "", 0, 1.5), depth=6)
     modelcheck.record_figures({"A": result}, manifest, seconds={"A": 3.21})
     text = manifest.read_text()
     assert text.startswith("# a comment that stays\n")
-    a, b = modelcheck.load_manifest(manifest)
+    assert "cpu_seconds = 1.5\n\n# B's comment\n[B]" in text  # A's figures stay in A
+    a, b = modelcheck.load_manifest(manifest, out=tmp_path)
     assert (a.states, a.total_states, a.depth, a.seconds, a.cpu_seconds) == (12, 20, 6, 3.2, 1.5)
     assert (b.states, b.seconds, b.cpu_seconds, b.violates) == (7, None, None, {"TypeOK"})
 
 
 def test_a_manifest_table_needs_pass_or_its_violations(tmp_path: Path):
     manifest = tmp_path / "models.toml"
-    manifest.write_text("[A]\ncfg = 'a.cfg'\ntier = 'broken'\n")
+    manifest.write_text("[A]\ntier = 'broken'\n")
     with pytest.raises(ValueError, match="expect = 'pass' or violates"):
-        modelcheck.load_manifest(manifest)
+        modelcheck.load_manifest(manifest, out=tmp_path)

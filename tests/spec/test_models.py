@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from loaderspec import modelcheck, tlc, variantcheck
+from loaderspec import manifest, modelcheck, tlc, variantcheck
 from loaderspec.tlavalues import as_function, parse
 from loaderspec.vocabulary import PROPERTIES, PROPERTY_NAMES, Action, Kind, Level, property_named
 
@@ -56,6 +56,36 @@ def test_manifest_is_complete_and_points_at_real_files():
     # The quick tier is budgeted at under a minute in all on an idle 2-core machine, where
     # a one-worker TLC's wall time is about its CPU time.
     assert sum(m.cpu_seconds or 0 for m in QUICK) < 60
+
+
+def test_the_manifest_is_the_only_source_of_the_models():
+    # No hand-written model config beside the spec (the trace spec's template is not a model).
+    handmade = [p.name for p in SPEC.parent.rglob("*.cfg") if p.name != "TraceDataLoader.cfg"]
+    assert handmade == [], f"write these as tables of spec/models.toml: {handmade}"
+    # [defaults] gives every CONSTANT of the spec, no more (a new one needs its default there).
+    text = SPEC.read_text()
+    block = text[text.index("\nCONSTANTS\n") : text.index("\nASSUME")]
+    declared = re.findall(r"^[ \t]+([A-Za-z]\w*)\s*,?\s*(?:\\\*.*)?$", block, flags=re.M)
+    assert list(manifest.default_constants()) == declared
+    for model in MANIFEST:  # each generated cfg: every constant, at its model's value
+        lines = model.cfg.read_text().splitlines()
+        assert lines[0].startswith("\\* Generated from spec/models.toml"), model.name
+        assert [f"    {k} = {v}" for k, v in model.constants.items()] == [
+            line for line in lines if " = " in line
+        ], model.name
+
+
+def test_a_manifest_typo_is_refused(tmp_path: Path):
+    path = tmp_path / "models.toml"
+    path.write_text(
+        "[defaults]\nNumWorkers = 2\n[M]\ntier = 'quick'\nexpect = 'pass'\n"
+        "constants.NumWrokers = 1\n"
+    )
+    with pytest.raises(ValueError, match="NumWrokers, which \\[defaults\\] does not declare"):
+        manifest.load_manifest(path, out=tmp_path)
+    path.write_text("[defaults]\n[M]\ntier = 'quick'\nexpect = 'pass'\ncfg = 'M.cfg'\n")
+    with pytest.raises(ValueError, match="unknown key"):
+        manifest.load_manifest(path, out=tmp_path)
 
 
 def test_every_checkable_property_has_a_variant_that_violates_it():

@@ -1,0 +1,229 @@
+"""``spec/models.toml``, the one source of the spec's models, and the ``.cfg`` files made from it.
+
+Owns what a model is: its tier, its expected result, and its config, written once. The manifest's
+``[defaults]`` table gives every CONSTANT of ``spec/DataLoader.tla`` its default value (every
+fault off); a model lists only the constants it changes (``constants.X = ...``), the hooks it
+substitutes (``substitute.Hook = "BrokenHook"``, for a broken variant), a state ``constraint``,
+and, when it checks safety only, ``properties = []``. The invariant and temporal property lines
+are the vocabulary's (``loaderspec.vocabulary.PROPERTIES``), so a new property is checked by
+every model without editing one. ``load_manifest`` writes each model's plain TLC config (the
+syntax the 2020 TLC 2.15 jar reads) into ``build/models/`` of the checkout, or a temporary
+folder for an installed wheel; those files are outputs, never edited.
+
+A module that EXTENDS DataLoader with constants of its own gives their defaults in a table
+``[defaults.<Module>]``; they apply to the models whose ``spec`` is ``<Module>.tla``.
+
+``loaderspec.scenarios`` and ``loaderspec.tracecompile`` start from the same defaults
+(``default_constants``). Knows nothing of how TLC runs (``loaderspec.tlc``).
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from loaderspec.tlavalues import encode
+from loaderspec.vocabulary import PROPERTIES, Kind
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pip vendors the same parser.
+    from pip._vendor import tomli as tomllib  # type: ignore[no-redef]
+
+TIERS = ("quick", "nightly", "broken")
+PASS = "pass"
+MANIFEST = "models.toml"
+DEFAULTS = "defaults"  # the manifest's table of default constant values
+BASE_SPEC = "DataLoader.tla"
+INVARIANTS: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.kind is Kind.INVARIANT)
+TEMPORAL: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.kind is Kind.TEMPORAL)
+FIGURES = ("states", "total_states", "depth", "seconds", "cpu_seconds")
+_KEYS = {
+    "spec",
+    "tier",
+    "expect",
+    "violates",
+    "constants",
+    "substitute",
+    "constraint",
+    "properties",
+    "args",
+    "fast_start",
+    *FIGURES,
+}
+
+
+@dataclass(frozen=True)
+class Model:
+    """One table of ``spec/models.toml`` (or a user's own cfg: ``constants`` empty)."""
+
+    name: str
+    spec: Path
+    cfg: Path  # the generated config TLC reads (a user's own file for an ad-hoc model)
+    tier: str
+    violates: frozenset[str] = frozenset()  # every property TLC finds violated; empty: passes
+    args: tuple[str, ...] = ()
+    states: int | None = None  # distinct states last recorded
+    total_states: int | None = None  # states generated (with repeats) last recorded
+    depth: int | None = None  # of the state graph last recorded
+    seconds: float | None = None  # wall time last recorded (a loaded 2-core machine)
+    cpu_seconds: float | None = None  # TLC's CPU time last recorded: ~ wall time when idle
+    fast_start: bool = True  # small model: start the JVM with C1 only (tlc.FAST_START)
+    constants: Mapping[str, str] = field(default_factory=dict, compare=False)  # TLA+ text
+
+    @property
+    def expect(self) -> str:
+        """``pass``, or the violated properties, comma-separated (for messages)."""
+        return ", ".join(sorted(self.violates)) if self.violates else PASS
+
+
+def spec_dir() -> Path:
+    """``spec/`` of the checkout, or ``loaderspec/spec`` of an installed wheel."""
+    return Path(str(importlib.resources.files("loaderspec.spec")))
+
+
+def build_dir() -> Path:
+    """Where the generated configs go: ``build/models`` of the checkout (git ignores it), or a
+    per-user temporary folder when the spec is an installed wheel's."""
+    root = spec_dir().resolve().parent
+    if (root / "pyproject.toml").is_file():
+        return root / "build" / "models"
+    return Path(tempfile.gettempdir()) / f"loaderspec-models-{os.getuid()}"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    return tomllib.loads(path.read_text())
+
+
+@cache
+def _defaults(path: Path) -> dict[str, dict[str, str]]:
+    """Module stem -> its constants' defaults as TLA+ text (DataLoader's under ``""``)."""
+    table = _read(path).get(DEFAULTS, {})
+    base = {k: encode(v) for k, v in table.items() if not isinstance(v, dict)}
+    out = {"": base}
+    for module, extra in table.items():
+        if isinstance(extra, dict):
+            out[module] = {**base, **{k: encode(v) for k, v in extra.items()}}
+    return out
+
+
+def default_constants(module: str = "", **overrides: Any) -> dict[str, str]:
+    """Every constant of ``module`` (DataLoader's by default) at its manifest default, with
+    ``overrides`` (Python values) applied; values as TLA+ text, in the manifest's order.
+
+    Raises:
+        ValueError: an override names a constant the manifest does not declare.
+    """
+    path = spec_dir() / MANIFEST
+    values = dict(_defaults(path.resolve())[module])
+    unknown = set(overrides) - set(values)
+    if unknown:
+        raise ValueError(f"{path}: [defaults] declares no constant {', '.join(sorted(unknown))}")
+    values.update({k: encode(v) for k, v in overrides.items()})
+    return values
+
+
+def cfg_text(
+    name: str,
+    constants: Mapping[str, str],
+    *,
+    substitute: Mapping[str, str] | None = None,
+    constraint: str | None = None,
+    properties: tuple[str, ...] = TEMPORAL,
+) -> str:
+    """A plain TLC config: constants, hook substitutions, the constraint, every invariant of
+    the vocabulary and ``properties``."""
+    lines = [f"\\* Generated from spec/{MANIFEST} [{name}]: edit the manifest, not this file."]
+    lines += ["SPECIFICATION Spec", "CONSTANTS"]
+    lines += [f"    {k} = {v}" for k, v in constants.items()]
+    lines += [f"    {hook} <- {by}" for hook, by in (substitute or {}).items()]
+    if constraint:
+        lines += ["CONSTRAINT", f"    {constraint}"]
+    lines += ["INVARIANTS", "    " + " ".join(INVARIANTS)]
+    if properties:
+        lines += ["PROPERTIES", "    " + " ".join(properties)]
+    return "\n".join(lines) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    """Write ``text`` unless the file already holds it (atomically: runs may share the folder)."""
+    if path.is_file() and path.read_text() == text:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}-")
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    os.replace(tmp, path)
+
+
+def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
+    def fail(why: str) -> ValueError:
+        return ValueError(f"{path}: model [{name}] {why}")
+
+    unknown = set(table) - _KEYS
+    if unknown:
+        raise fail(f"has unknown key(s) {', '.join(sorted(unknown))}; known: {sorted(_KEYS)}")
+    if "tier" not in table:
+        raise fail("lacks tier")
+    if table["tier"] not in TIERS:
+        raise fail(f"has tier {table['tier']!r}; use one of {TIERS}")
+    if (table.get("expect") == PASS) == bool(table.get("violates")):
+        raise fail("needs expect = 'pass' or violates = [...]")
+    spec = table.get("spec", BASE_SPEC)
+    defaults = _defaults(path.resolve())
+    constants = dict(defaults.get(Path(spec).stem, defaults[""]))
+    overrides = table.get("constants", {})
+    unknown = set(overrides) - set(constants)
+    if unknown:
+        raise fail(
+            f"sets {', '.join(sorted(unknown))}, which [{DEFAULTS}] does not declare"
+            " (a typo, or a new CONSTANT whose default belongs there)"
+        )
+    constants.update({k: encode(v) for k, v in overrides.items()})
+    properties = tuple(table.get("properties", TEMPORAL))
+    if not set(properties) <= set(TEMPORAL):
+        raise fail(f"properties must be temporal properties of the vocabulary: {TEMPORAL}")
+    cfg = out / f"{name}.cfg"
+    _write(
+        cfg,
+        cfg_text(
+            name,
+            constants,
+            substitute=table.get("substitute", {}),
+            constraint=table.get("constraint"),
+            properties=properties,
+        ),
+    )
+    return Model(
+        name=name,
+        spec=(path.parent / spec).resolve(),
+        cfg=cfg,
+        tier=table["tier"],
+        violates=frozenset(table.get("violates", ())),
+        args=tuple(table.get("args", ())),
+        fast_start=table.get("fast_start", True),
+        constants=constants,
+        **{k: table.get(k) for k in FIGURES},
+    )
+
+
+def load_manifest(path: Path | None = None, *, out: Path | None = None) -> list[Model]:
+    """Every model of the manifest, in file order, its cfg written into ``out`` (default
+    ``build_dir()``); spec paths resolved against the manifest's folder.
+
+    Raises:
+        ValueError: a table has an unknown key, lacks ``tier``, has neither or both of
+            ``expect = "pass"`` and ``violates``, names an unknown tier, or sets a constant the
+            defaults do not declare.
+    """
+    path = path or spec_dir() / MANIFEST
+    out = out or build_dir()
+    data = _read(path)
+    data.pop(DEFAULTS, None)
+    return [_model(path, name, table, out) for name, table in data.items()]
