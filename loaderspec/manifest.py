@@ -76,6 +76,7 @@ class Model:
     cpu_seconds: float | None = None  # TLC's CPU time last recorded: ~ wall time when idle
     fast_start: bool = True  # small model: start the JVM with C1 only (tlc.FAST_START)
     constants: Mapping[str, str] = field(default_factory=dict, compare=False)  # TLA+ text
+    properties: tuple[str, ...] = TEMPORAL  # the temporal properties checked (none: safety)
 
     @property
     def expect(self) -> str:
@@ -209,6 +210,7 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
         args=tuple(table.get("args", ())),
         fast_start=table.get("fast_start", True),
         constants=constants,
+        properties=properties,
         **{k: table.get(k) for k in FIGURES},
     )
 
@@ -227,3 +229,84 @@ def load_manifest(path: Path | None = None, *, out: Path | None = None) -> list[
     data = _read(path)
     data.pop(DEFAULTS, None)
     return [_model(path, name, table, out) for name, table in data.items()]
+
+
+# --- the coverage statement: which model holds each pair of factors ---------------------------
+
+# The factors of the pairwise design (docs/spec.md, "Models"): a configuration of the loader
+# (a constant at a value) and the fault classes, each by the constants that switch it on.
+SETTINGS: dict[str, tuple[str, str]] = {  # name -> (constant, TLA+ value)
+    "map": ("Iterable", "FALSE"),
+    "iterable": ("Iterable", "TRUE"),
+    "in order": ("InOrder", "TRUE"),
+    "unordered": ("InOrder", "FALSE"),
+    "not persistent": ("Persistent", "FALSE"),
+    "persistent": ("Persistent", "TRUE"),
+    "no pin": ("PinMemory", "FALSE"),
+    "pin": ("PinMemory", "TRUE"),
+}
+FAULT_CLASSES: dict[str, tuple[str, ...]] = {
+    "kill": ("WithKillWorker",),
+    "parent kill": ("WithKillParent",),
+    "hang + timeout": ("WithHang", "WithTimeout"),
+    "fetch error": ("WithFetchError",),
+    "put error": ("WithPutError",),
+    "read error": ("WithRecvError",),
+    "pin death": ("WithPinDeath",),
+    "blocked put": ("ResultCapacity",),
+}
+# Pairs no model can hold: a read error is the main process's own (no pin thread), a pin thread
+# death needs a pin thread.
+IMPOSSIBLE: frozenset[frozenset[str]] = frozenset(
+    {
+        frozenset({"read error", "pin"}),
+        frozenset({"pin death", "no pin"}),
+        frozenset({"read error", "pin death"}),
+    }
+)
+
+
+def factors_of(model: Model) -> frozenset[str]:
+    """The settings and fault classes a model holds."""
+    held = {name for name, (const, value) in SETTINGS.items() if model.constants[const] == value}
+    held |= {
+        name
+        for name, consts in FAULT_CLASSES.items()
+        if all(model.constants[c] not in ("FALSE", "0") for c in consts)
+    }
+    return frozenset(held)
+
+
+def pairs() -> list[frozenset[str]]:
+    """Every pair of factors a model could hold: two settings of different constants, a setting
+    and a fault class, or two fault classes."""
+    names = list(SETTINGS) + list(FAULT_CLASSES)
+    out = []
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            same = a in SETTINGS and b in SETTINGS and SETTINGS[a][0] == SETTINGS[b][0]
+            if not same and frozenset({a, b}) not in IMPOSSIBLE:
+                out.append(frozenset({a, b}))
+    return out
+
+
+def coverage(models: list[Model]) -> dict[frozenset[str], list[Model]]:
+    """Each pair -> the passing models (quick, then nightly) that hold it."""
+    passing = [m for m in models if m.tier in ("quick", "nightly")]
+    return {p: [m for m in passing if p <= factors_of(m)] for p in pairs()}
+
+
+def coverage_table(models: list[Model]) -> str:
+    """The coverage statement as a Markdown table: every pair and the models holding it, three
+    named, liveness models first ("(safety)" marks a model that checks no temporal property;
+    **none**: no model holds it)."""
+    names = list(SETTINGS) + list(FAULT_CLASSES)
+    lines = ["| pair | models that hold it |", "| --- | --- |"]
+    for pair, holders in coverage(models).items():
+        a, b = sorted(pair, key=names.index)
+        # liveness models first, then safety-only ones; three named, the rest counted
+        cells = [m.name + ("" if m.properties else " (safety)") for m in holders]
+        cells = sorted(cells, key=lambda c: c.endswith("(safety)"))
+        more = f" and {len(cells) - 3} more" if len(cells) > 3 else ""
+        lines.append(f"| {a} x {b} | {', '.join(cells[:3]) + more or '**none**'} |")
+    return "\n".join(lines) + "\n"

@@ -39,6 +39,8 @@ from loaderspec.manifest import (
     PASS,
     TIERS,
     Model,
+    coverage,
+    coverage_table,
     load_manifest,
     spec_dir,
 )
@@ -397,6 +399,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the state counts and seconds found into spec/models.toml",
     )
     parser.add_argument(
+        "--coverage",
+        action="store_true",
+        help="print which models hold each pair of factors (docs/spec.md's coverage statement)"
+        " and exit: 0 when every pair a model can hold is held",
+    )
+    parser.add_argument(
         "--traces",
         action="store_true",
         help="print the counterexample of expected violations too",
@@ -430,6 +438,10 @@ def _select(args: argparse.Namespace) -> list[Model]:
 
 def run(args: argparse.Namespace) -> int:
     """Check the selected models; print one line each and any unexpected counterexample."""
+    if args.coverage:
+        manifest = load_manifest()
+        print(coverage_table(manifest), end="")
+        return 0 if all(coverage(manifest).values()) else 1
     try:
         models = _select(args)
     except (ValueError, OSError) as exc:

@@ -183,14 +183,16 @@ PROPERTIES: tuple[Property, ...] = (
         Level.MUST,
         Kind.INVARIANT,
         "No task is passed over: every task before the one handed out (or StopIteration) was"
-        " handed out, as its batch or its error, or retired by its worker's exhaustion.",
+        " handed out, as its batch or its error, or retired by its worker's exhaustion; and"
+        " nothing the epoch waits for (a task, its result, a resume acknowledgement) is lost on"
+        " its way unless whoever held it died: a timeout does not excuse a loss.",
     ),
     Property(
         P.PREFETCH_BOUND,
         Level.MUST,
         Kind.INVARIANT,
         "At most prefetch_factor * num_workers batches are loaded ahead (fetched and not yet"
-        " handed out) at any time.",
+        " handed out) at any time, counted wherever they are, whatever their epoch or task.",
     ),
     Property(
         P.NO_DELIVERY_AFTER_SHUTDOWN,
@@ -229,7 +231,9 @@ PROPERTIES: tuple[Property, ...] = (
         Level.MUST,
         Kind.TEMPORAL,
         "A next() during which a worker it depends on is dead raises an error that is not a"
-        " timeout (or returns normally); it never hangs.",
+        " timeout (or returns normally); it never hangs. A death is never hidden: a worker is"
+        " retired only by its shard's end or a raised death, and its tasks are never re-sent to"
+        " another behind the user's back.",
     ),
     Property(
         P.SHUTDOWN_COMPLETES,

@@ -56,9 +56,10 @@
 (* Plus Terminated, the stuttering step of a run that has ended, so that  *)
 (* TLC's deadlock check is exactly NoDeadlock.                             *)
 (*                                                                         *)
-(* Broken variants (spec/MCBroken.tla, spec/broken/) replace the "hook"    *)
-(* definitions marked HOOK below through `CONSTANT Hook <- BrokenHook` in  *)
-(* their .cfg; the hooks are the decisions a loader can get wrong.         *)
+(* Broken variants (spec/MCBroken.tla, tables of spec/models.toml) replace *)
+(* the "hook" definitions marked HOOK below (`substitute.Hook = "Broken"`, *)
+(* the cfg's `Hook <- Broken`); the hooks are the decisions a loader can   *)
+(* get wrong.                                                              *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
@@ -135,7 +136,7 @@ VARIABLES
     pin_state,         \* "none" | "running" | "holding" | "exited" | "dead" | "joined"
     pin_msg,           \* the result the pin thread holds
     \* --- history, for the properties only (no guard reads it) ---
-    delivered,         \* this epoch's hand-outs: [idx, epoch, after_end, after_failure]
+    delivered,         \* this epoch's hand-outs: [idx, epoch, worker, after_end, after_failure]
     assigned,          \* this epoch: task idx -> the worker it was sent to
     exhausted_at,      \* this epoch: worker -> idx of its exhausted fetch, or NoIdx
     epoch_over,        \* this epoch raised StopIteration or was broken off
@@ -151,7 +152,7 @@ actor_vars == <<worker_state, worker_msg, iteration_end, pin_state, pin_msg>>
 history_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done>>
 vars == <<main_vars, queue_vars, actor_vars, history_vars>>
 
-DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, after_end : BOOLEAN,
+DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, worker : Workers, after_end : BOOLEAN,
                 after_failure : BOOLEAN]
 TaskRec == [worker : Workers, data : ResultMsg \cup {NoMsg}]
 
@@ -295,14 +296,21 @@ NothingLeft == rcvd_idx = send_idx /\ (~SamplerHasNext \/ ActiveCount = 0)
 RestartsAfterEnd == FALSE
 \* Acks _reset waits for before the new epoch starts (one per worker).
 ResumeAcksAwaited == NumWorkers
+\* The main process keeps a message it read as the result of an outstanding task (torch's
+\* messages carry no epoch: the drained acks are what keeps an old epoch's results out).
+TakesResult(m) == m.kind # "resume" /\ m.idx \in DOMAIN task_info /\ task_info[m.idx].data = NoMsg
 \* What the main process does on learning that worker w died: raise, then fail-stop.
-\* (Sets iter_state, shutdown, in_call, workers_status, task_info, tasks_outstanding.)
+\* (Sets iter_state, shutdown, in_call, workers_status, task_info, tasks_outstanding,
+\* index_queues, workers_num_tasks, worker_result_queue.)
 FailStop ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
     /\ in_call' = FALSE
-    /\ UNCHANGED <<workers_status, task_info, tasks_outstanding>>
+    /\ UNCHANGED <<workers_status, task_info, tasks_outstanding, index_queues, workers_num_tasks,
+                   worker_result_queue>>
 OnWorkerFailure(w) == FailStop
+\* The error next() raises on learning of w's death (the history records what was raised).
+DeathRaised(w) == "death"
 \* The main process learns of worker deaths (SIGCHLD, liveness poll, torn message).
 DetectsWorkerDeath == TRUE
 \* The main process learns that the pin thread died (its liveness, a marker it leaves).
@@ -322,6 +330,11 @@ WorkersShutdownMayStart == ~PinMemory \/ pin_state = "joined"
 TerminatesStragglers == TRUE
 \* States from which a worker notices that its parent died (correct: any, e.g. PDEATHSIG).
 WatchdogStates == {"idle", "busy", "hung"}
+\* What the pin thread's put leaves on the data queue: the result it holds, appended.
+PinOutput == Append(data_queue, pin_msg)
+\* _ResumeIteration: the worker acknowledges it, and starts its shard over (iteration_end).
+SendsResumeAck == TRUE
+ResumeRestartsShard == TRUE
 
 -----------------------------------------------------------------------------
 (* The user's calls *)
@@ -387,7 +400,7 @@ MainGetData ==
         /\ SourceReady(s)
         /\ PopSource(s)
         /\ LET m == SourceHead(s) IN
-            IF m.kind # "resume" /\ m.idx \in DOMAIN task_info /\ task_info[m.idx].data = NoMsg
+            IF TakesResult(m)
             THEN /\ task_info' = [task_info EXCEPT ![m.idx].data = m]
                  /\ tasks_outstanding' = tasks_outstanding - 1
             ELSE UNCHANGED <<task_info, tasks_outstanding>>
@@ -405,7 +418,8 @@ MainProcessData(i) ==
     /\ task_info[i].data.kind \in {"data", "error"}
     /\ MayHandOut(i)
     /\ LET m == task_info[i].data IN
-        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, after_end |-> epoch_over,
+        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, worker |-> m.worker,
+                                           after_end |-> epoch_over,
                                            after_failure |-> failure # "none"])
         /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![task_info[i].worker] = @ - 1]
     /\ task_info' = AfterHandOut(i)
@@ -484,12 +498,12 @@ MainDetectWorkerFailure(w) ==
     /\ DetectsWorkerDeath
     /\ in_call
     /\ DependsOnDead(w)
-    /\ failure' = "death"
+    /\ failure' = DeathRaised(w)
     /\ OnWorkerFailure(w)
-    /\ UNCHANGED <<send_idx, rcvd_idx, workers_num_tasks, worker_queue_idx, epoch,
-                   resume_iteration_cnt, sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done>>
+    /\ UNCHANGED <<send_idx, rcvd_idx, worker_queue_idx, epoch, resume_iteration_cnt,
+                   sentinel_sent, parent_alive>>
+    /\ UNCHANGED <<data_queue, workers_done_event, pin_memory_thread_done_event>>
+    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done>>
 
 \* Waiting on the pin thread's queue, the main process finds the thread dead (torch: "Pin memory
 \* thread exited unexpectedly"): raise, fail-stop.
@@ -700,10 +714,12 @@ WorkerAckResume(w) ==
     /\ HeadIs(w, "resume")
     /\ HasRoom(w)
     /\ PopIndex(w)
-    /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] =
-                                 Append(@, [kind |-> "resume", idx |-> NoIdx, worker |-> w,
-                                            epoch |-> Head(index_queues[w]).epoch])]
-    /\ iteration_end' = [iteration_end EXCEPT ![w] = FALSE]
+    /\ worker_result_queue' = IF SendsResumeAck
+                              THEN [worker_result_queue EXCEPT ![w] =
+                                      Append(@, [kind |-> "resume", idx |-> NoIdx, worker |-> w,
+                                                 epoch |-> Head(index_queues[w]).epoch])]
+                              ELSE worker_result_queue
+    /\ iteration_end' = [iteration_end EXCEPT ![w] = IF ResumeRestartsShard THEN FALSE ELSE @]
     /\ UNCHANGED <<main_vars, data_queue, workers_done_event, pin_memory_thread_done_event,
                    worker_state, worker_msg, pin_state, pin_msg, history_vars>>
 
@@ -754,7 +770,7 @@ PinPutData ==
     /\ parent_alive
     /\ pin_state = "holding"
     /\ ~pin_memory_thread_done_event
-    /\ data_queue' = Append(data_queue, pin_msg)
+    /\ data_queue' = PinOutput
     /\ pin_msg' = NoMsg
     /\ pin_state' = "running"
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, workers_done_event,
@@ -937,20 +953,57 @@ ExactlyOnce ==
               \A w \in Workers : exhausted_at[w] # NoIdx
         /\ \A i \in 0 .. send_idx - 1 : Deliveries(i) = IF Retired(i) THEN 0 ELSE 1
 
+\* Where the main process's wait for task i of this epoch can still end: the task queued for
+\* its worker, being fetched (or hung in the fetch), or its result on the way (a channel, the pin
+\* thread, the data queue).
+QueuedFor(w, kind, i) ==
+    \E k \in DOMAIN index_queues[w] :
+        index_queues[w][k].kind = kind /\ index_queues[w][k].idx = i
+        /\ index_queues[w][k].epoch = epoch
+TaskOnItsWay(i) ==
+    LET w == task_info[i].worker IN
+    \/ QueuedFor(w, "task", i)
+    \/ worker_state[w] = "busy" /\ worker_msg[w].idx = i /\ worker_msg[w].epoch = epoch
+    \/ worker_state[w] = "hung"
+    \/ \E m \in InFlight : m.kind # "resume" /\ m.idx = i /\ m.epoch = epoch
+\* The same for worker w's acknowledgement of this epoch's _ResumeIteration.
+AckOnItsWay(w) ==
+    \/ QueuedFor(w, "resume", NoIdx)
+    \/ \E m \in InFlight : m.kind = "resume" /\ m.worker = w /\ m.epoch = epoch
+\* Nothing the epoch waits for is lost on its way unless whoever held it died (a worker, or
+\* the pin thread: a death that is raised): a lost task, result, end-of-shard message or
+\* resume acknowledgement is a violation here, whatever a timeout would later make of the wait.
+NothingLostOnTheWay ==
+    (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
+        /\ iter_state = "running" =>
+              \A i \in DOMAIN task_info :
+                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ ~Retired(i))
+                      => TaskOnItsWay(i)
+        /\ iter_state = "resuming" =>
+              resume_iteration_cnt <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWay(w)})
+
 \* No task is passed over: every task rcvd_idx has moved past was handed out (its batch or its
-\* error) or retired by its worker's exhaustion. Holds at every step, not only at the end.
-NoSilentLoss == \A i \in 0 .. rcvd_idx - 1 : i \in DeliveredIdx \/ Retired(i)
+\* error) or retired by its worker's exhaustion. Holds at every step, not only at the end. And
+\* none is lost on its way (NothingLostOnTheWay): a timeout does not excuse a loss.
+NoSilentLoss ==
+    /\ \A i \in 0 .. rcvd_idx - 1 : i \in DeliveredIdx \/ Retired(i)
+    /\ NothingLostOnTheWay
 
 \* torch's docs: "prefetch_factor: number of batches loaded in advance by each worker ... a
-\* total of 2 * num_workers batches prefetched across all workers": of the tasks sent and not
-\* yet handed out, at most that many have their batch loaded (held by a worker, in a channel,
-\* at the pin thread, in the data queue, or in the reorder buffer).
-Batch(m) == m.kind \in {"data", "error"} /\ m.epoch = epoch
-LoadedAhead ==
-    {i \in DOMAIN task_info :
-        \/ Buffered(i) /\ task_info[i].data.kind \in {"data", "error"}
-        \/ \E m \in InFlight \cup {worker_msg[w] : w \in Workers} : Batch(m) /\ m.idx = i}
-PrefetchBound == Cardinality(LoadedAhead) <= MaxTasks
+\* total of 2 * num_workers batches prefetched across all workers": at most that many batches
+\* exist at any time, counted wherever they are (held by a worker, in a channel, at the pin
+\* thread, in the data queue, in the reorder buffer), whatever their epoch or task: a batch of a
+\* past epoch, of a task nobody waits for or a second batch of one task takes memory too.
+IsBatch(m) == m.kind \in {"data", "error"}
+BatchesIn(q) == Cardinality({k \in DOMAIN q : IsBatch(q[k])})
+RECURSIVE ChannelBatches(_)
+ChannelBatches(n) ==  \* in the channels of workers 0 .. n - 1
+    IF n = 0 THEN 0 ELSE BatchesIn(worker_result_queue[n - 1]) + ChannelBatches(n - 1)
+BatchesThatExist ==
+    Cardinality({i \in DOMAIN task_info : Buffered(i) /\ IsBatch(task_info[i].data)})
+    + Cardinality({w \in Workers : worker_state[w] = "busy" /\ IsBatch(worker_msg[w])})
+    + ChannelBatches(NumWorkers) + BatchesIn(data_queue) + (IF IsBatch(pin_msg) THEN 1 ELSE 0)
+PrefetchBound == BatchesThatExist <= MaxTasks
 
 \* Nothing is handed out in an epoch after it ended in StopIteration or was broken off: next()
 \* after the end raises StopIteration again until a new iter() starts the next epoch.
@@ -982,15 +1035,28 @@ NoDeadlock == Ended \/ ENABLED Progress
 IterationTerminates ==
     (WithHang /\ ~WithTimeout) \/ (in_call ~> (~in_call \/ ~parent_alive))
 
+\* The part of WorkerDeathRaises that holds at every step (TLC names its violation by this name:
+\* <Property>Always, which loaderspec.tlc reads as the property's). A death is never hidden: a
+\* worker is retired only by the end of its shard or after its death
+\* was raised (never swallowed), and every batch handed out is the batch of the worker its task
+\* was sent to (a dead worker's task is never re-sent to another behind the user's back: it is
+\* raised, or raised in its turn as an error).
+WorkerDeathRaisesAlways ==
+    /\ \A w \in Workers : ~workers_status[w] => exhausted_at[w] # NoIdx \/ failure = "death"
+    /\ \A k \in DOMAIN delivered :
+          delivered[k].idx \in DOMAIN assigned => delivered[k].worker = assigned[delivered[k].idx]
+
 \* A next() during which a worker the iterator depends on is dead does not hang and does not
 \* end in a timeout: it returns, or raises an error that is not a timeout (the worker's death,
 \* or another fatal error found first), unless the worker turns out to have finished its shard
-\* (retired by its exhaustion message). A timeout does not discharge a death.
+\* (retired by its exhaustion message). A timeout does not discharge a death; nor is the death
+\* hidden (WorkerDeathRaisesAlways, at every step).
 WorkerDeathRaises ==
-    \A w \in Workers :
-        (in_call /\ DependsOnDead(w))
-            ~> (failure \notin {"none", "timeout"} \/ ~parent_alive \/ ~workers_status[w]
-                \/ (~in_call /\ iter_state # "failed"))
+    /\ []WorkerDeathRaisesAlways
+    /\ \A w \in Workers :
+          (in_call /\ DependsOnDead(w))
+              ~> (failure \notin {"none", "timeout"} \/ ~parent_alive \/ ~workers_status[w]
+                  \/ (~in_call /\ iter_state # "failed"))
 
 \* Once shutdown starts, every worker and the pin thread are eventually gone.
 ShutdownCompletes == shutdown ~> (ShutdownDone \/ ~parent_alive)

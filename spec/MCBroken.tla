@@ -1,10 +1,10 @@
 ------------------------------ MODULE MCBroken ------------------------------
 (***************************************************************************)
 (* Broken loaders: each definition below replaces one HOOK of DataLoader  *)
-(* (`CONSTANT Hook <- Broken...` in a spec/broken/*.cfg). spec/models.toml *)
-(* lists, for each variant, the full set of properties TLC finds violated, *)
-(* and tests/spec checks exactly that set. Several are what torch does or  *)
-(* did; the comment names the release or the seed.                         *)
+(* (`substitute.Hook = "Broken..."` in its table of spec/models.toml, which *)
+(* lists the full set of properties TLC finds violated; tests/spec checks  *)
+(* exactly that set). Several are what torch does or did; the comment      *)
+(* names the release or the seed.                                          *)
 (***************************************************************************)
 EXTENDS DataLoader
 
@@ -36,18 +36,27 @@ BrokenRestartsAfterEnd == TRUE
 \* so results of the epoch that was broken off are taken for the new epoch's tasks.
 BrokenResumeAcksAwaited == 0
 
+\* PrefetchBound: the same start without the drain, but results tagged with their epoch, so an old
+\* one is dropped when it arrives instead of handed out: nothing stale is delivered, yet the new
+\* epoch's batches are loaded beside the old epoch's still in the pipes (the spec before issue
+\* 23 counted only this epoch's batches and accepted it).
+EpochTaggedTakesResult(m) ==  \* TakesResult's body (the substitution makes it this one), tagged
+    m.kind # "resume" /\ m.idx \in DOMAIN task_info /\ task_info[m.idx].data = NoMsg
+    /\ m.epoch = epoch
+
 \* NoSilentLoss: torch's reaction to a dead worker. _try_get_data raises "exited unexpectedly"
 \* but only marks the worker unavailable; the iterator goes on handing out other workers'
 \* batches and later skips the dead worker's slots as if exhausted.
 TorchOnWorkerFailure(w) ==
     /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
     /\ in_call' = FALSE
-    /\ UNCHANGED <<iter_state, shutdown, task_info, tasks_outstanding>>
+    /\ UNCHANGED <<iter_state, shutdown, task_info, tasks_outstanding, index_queues,
+                   workers_num_tasks, worker_result_queue>>
 
 \* The SHOULD-only witness (NOTE 2.a's resumable contract): the death is not fatal; every task
-\* the dead worker still owed becomes an error raised in its turn (a result of it still on its
-\* way is dropped when it arrives), the worker gets no more tasks, and the epoch goes on. With
-\* no worker left it fails instead.
+\* the dead worker still owed becomes an error raised in its turn (its pipe is closed, unread
+\* results with it: a batch kept there would exceed the prefetch bound beside the error), the
+\* worker gets no more tasks, and the epoch goes on. With no worker left it fails instead.
 LostTasks(w) ==
     {i \in DOMAIN task_info : task_info[i].worker = w /\ task_info[i].data = NoMsg}
 RaiseLostTasksOnWorkerFailure(w) ==
@@ -61,7 +70,51 @@ RaiseLostTasksOnWorkerFailure(w) ==
                             ELSE task_info[i]]
          /\ tasks_outstanding' = tasks_outstanding - Cardinality(lost)
          /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
-         /\ UNCHANGED <<iter_state, shutdown, in_call>>
+         /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = << >>]
+         /\ UNCHANGED <<iter_state, shutdown, in_call, index_queues, workers_num_tasks>>
+
+\* WorkerDeathRaises: the death is swallowed (nothing raised while another worker lives) and the
+\* tasks the dead worker owed (every one not received: its pipe is closed, unread results with
+\* it) are re-sent to a live one behind the user's back; the epoch goes on as if nothing
+\* happened. Every batch is handed out once, so only the death's own property can tell (the
+\* spec before issue 23 accepted it).
+RECURSIVE Ascending(_)
+Ascending(S) ==
+    IF S = {} THEN << >>
+    ELSE LET m == CHOOSE x \in S : \A y \in S : x <= y IN <<m>> \o Ascending(S \ {m})
+Rescuers(w) == {v \in Workers : v # w /\ workers_status[v] /\ Alive(v)}
+SwallowDeathRaised(w) == IF Rescuers(w) = {} THEN "death" ELSE failure
+ResendOnWorkerFailure(w) ==
+    IF Rescuers(w) = {} THEN FailStop
+    ELSE LET v == CHOOSE x \in Rescuers(w) : TRUE
+             owed == {i \in DOMAIN task_info :
+                         task_info[i].worker = w /\ task_info[i].data = NoMsg}
+             lost == Ascending(owed)
+         IN /\ task_info' = [i \in DOMAIN task_info |->
+                               IF i \in owed THEN [task_info[i] EXCEPT !.worker = v]
+                               ELSE task_info[i]]
+            /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = << >>]
+            /\ index_queues' = [index_queues EXCEPT ![v] =
+                                  @ \o [k \in 1 .. Len(lost) |->
+                                          [kind |-> "task", idx |-> lost[k], epoch |-> epoch]]]
+            /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![w] = @ - Len(lost),
+                                                              ![v] = @ + Len(lost)]
+            /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
+            /\ UNCHANGED <<iter_state, shutdown, in_call, tasks_outstanding>>
+
+\* NoSilentLoss: the pin thread drops a batch it failed to pin and goes on (the exception caught,
+\* the result never put): next() waits for it, for ever or until the timeout, which the spec
+\* before issue 23 took for an answer.
+LossyPinOutput == IF pin_msg.kind = "data" THEN data_queue ELSE Append(data_queue, pin_msg)
+
+\* NoSilentLoss: a persistent worker restarts on _ResumeIteration but its acknowledgement never
+\* reaches the main process: iter() waits for it, for ever or until the timeout.
+BrokenSendsResumeAck == FALSE
+
+\* NoSilentLoss: a persistent IterableDataset worker does not start its shard over on
+\* _ResumeIteration (iteration_end kept): it skips every task of the next epoch, and next()
+\* waits for them until the timeout.
+BrokenResumeRestartsShard == FALSE
 
 \* WorkerDeathRaises: no SIGCHLD handler and no liveness poll: a death goes unnoticed (with a
 \* timeout set, the timeout fires instead of the death's error).

@@ -8,7 +8,6 @@ The broken variants run two at a time (each TLC uses one worker thread) to keep 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import re
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -109,54 +108,40 @@ def test_no_two_models_are_the_same_model():
         seen[key] = model.name
 
 
-# The nightly tier's pairwise design (docs/spec.md, "Models"): the binary factors and the fault
-# classes, each by the constants that switch it on.
-FACTORS = {
-    "Iterable": "dataset",
-    "InOrder": "order",
-    "Persistent": "persistent",
-    "PinMemory": "pin",
-}
-FAULTS = {
-    "kill": {"WithKillWorker"},
-    "parent kill": {"WithKillParent"},
-    "hang + timeout": {"WithHang", "WithTimeout"},
-    "fetch error": {"WithFetchError"},
-    "put error": {"WithPutError"},
-    "read error": {"WithRecvError"},
-    "pin death": {"WithPinDeath"},
-    "blocked put": {"ResultCapacity"},
-}
-# The pairs no model can have: a read error is the main process's (no pin thread), a pin death
-# needs a pin thread.
-IMPOSSIBLE = {("read error", "PinMemory", True), ("pin death", "PinMemory", False)}
-
-
-def _values(cfg: Path) -> dict[str, str]:
-    return dict(line.split(" = ") for line in _constants(cfg) if " = " in line)
-
-
-def _on(values: dict[str, str], fault: str) -> bool:
-    return all(values[c] not in ("FALSE", "0") for c in FAULTS[fault])
-
-
-def test_nightly_tier_covers_every_pair_of_factors():
-    rows = [_values(m.cfg) for m in NIGHTLY]
-    for a, b in itertools.combinations(FACTORS, 2):
-        seen = {(r[a], r[b]) for r in rows}
-        assert len(seen) == 4, f"{FACTORS[a]} x {FACTORS[b]}: only {sorted(seen)}"
-    for fault in FAULTS:
-        with_fault = [r for r in rows if _on(r, fault)]
-        for factor in FACTORS:
-            for value in (True, False):
-                if (fault, factor, value) in IMPOSSIBLE:
-                    continue
-                tla = "TRUE" if value else "FALSE"
-                assert any(r[factor] == tla for r in with_fault), f"{fault} x {factor} = {tla}"
+def test_every_pair_of_factors_is_held_by_a_passing_model():
+    # The pairwise design (docs/spec.md, "Models"): every pair of a loader setting and a fault
+    # class (or of two of either) that a model can hold, some quick or nightly model holds.
+    uncovered = [sorted(p) for p, models in manifest.coverage(MANIFEST).items() if not models]
+    assert not uncovered, f"no model holds {uncovered}"
+    rows = [m.constants for m in NIGHTLY]
     assert any(r["NumEpochs"] == "3" for r in rows), "three epochs once"
     for r in rows:  # a fault meets a refill: more tasks than the prefetch bound
         bound = int(r["PrefetchFactor"]) * int(r["NumWorkers"])
         assert int(r["NumTasks"]) > bound, r
+
+
+def test_the_docs_coverage_statement_is_the_manifests():
+    text = (SPEC.parents[1] / "docs" / "spec.md").read_text()
+    start, end = "<!-- coverage: begin -->\n", "<!-- coverage: end -->"
+    shown = text[text.index(start) + len(start) : text.index(end)]
+    assert shown == manifest.coverage_table(MANIFEST), (
+        "docs/spec.md's coverage statement is stale: paste `loaderspec model-check --coverage`"
+    )
+
+
+def test_ci_checks_liveness_of_every_configuration_without_a_timeout():
+    # A timeout ends every wait, so liveness that a lost message breaks is checked where there
+    # is none: the quick tier (CI) has such a liveness model for each of these settings.
+    for name in ("iterable", "unordered", "persistent", "pin"):
+        const, value = manifest.SETTINGS[name]
+        live = [
+            m.name
+            for m in QUICK
+            if m.properties
+            and m.constants[const] == value
+            and m.constants["WithTimeout"] == "FALSE"
+        ]
+        assert live, f"no quick liveness model without a timeout holds {name}"
 
 
 def test_spec_defines_every_action_and_every_checkable_property():
