@@ -319,6 +319,10 @@ DetectsPinDeath == TRUE
 OnRecvError ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
+\* What the main process does when `timeout` expires: raise, then fail-stop (torch resumes).
+OnTimeout ==
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
 \* What a worker does when its result cannot be sent: send the error in its place.
 OnPutError(w) ==
     /\ worker_msg' = [worker_msg EXCEPT ![w].kind = "error"]
@@ -544,8 +548,7 @@ MainTimeout ==
     /\ WaitsForData
     /\ InputEmpty
     /\ ~(DetectsWorkerDeath /\ \E w \in Workers : DependsOnDead(w))
-    /\ iter_state' = "failed"
-    /\ shutdown' = TRUE
+    /\ OnTimeout
     /\ in_call' = FALSE
     /\ failure' = "timeout"
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,

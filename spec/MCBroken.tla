@@ -134,6 +134,11 @@ TorchOnPutError(w) ==
 \* message's task stays outstanding and a later next() waits for it for ever (pytorch#25691).
 TorchOnRecvError == UNCHANGED <<iter_state, shutdown>>
 
+\* FailStopAfterFatalError (SHOULD only): torch raises "timed out" and goes on; the late batch is
+\* handed out by a later next() (B4, pytorch#21554). No MUST is violated: nothing is lost,
+\* nothing handed out twice, and no wait outlives the next timeout.
+TorchOnTimeout == UNCHANGED <<iter_state, shutdown>>
+
 \* PinThreadExitsFirst: PyTorch 1.0's _shutdown_workers (seeds/torch-dataloader-v1.0.txt, the
 \* NOTE's [main process] steps a-c): "a. Set `done_event` (shared with `pin_memory_thread` and
 \* workers)" comes first, so the workers are told to exit while the pin thread still reads
