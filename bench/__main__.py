@@ -56,7 +56,18 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         metavar="S",
         help="bound on each fault wait (default: 6 with --quick, else 10)",
     )
-    parser.add_argument("--repeats", type=int, metavar="N", help="throughput repeats per loader")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        metavar="N",
+        help="throughput repeats per loader (default 5: a 94 %% interval per ratio; quick: 1)",
+    )
+    parser.add_argument(
+        "--noise-floor",
+        action="store_true",
+        help="throughput: also measure the reference a second time, as another loader, and "
+        "print the ratio of the two (what 'level' means on this machine)",
+    )
     parser.add_argument(
         "--workload",
         action="append",
@@ -91,8 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     sections = args.only or list(DEFAULT_SECTIONS)
     names = args.loader or list(LOADERS)
     loaders = {name: unavailable_reason(name) for name in names}
+    # The A/A column exists in the throughput section only (the other sections are not ratios
+    # of repeated rates).
+    measured = dict(loaders)
+    if args.noise_floor:
+        measured[throughput.NOISE_FLOOR] = unavailable_reason(throughput.NOISE_FLOOR_OF)
     deadline = args.deadline if args.deadline is not None else (6.0 if args.quick else 10.0)
-    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 3)
+    repeats = args.repeats if args.repeats is not None else (1 if args.quick else 5)
     meta: dict[str, Any] = {
         **machine(),
         "mode": "quick" if args.quick else "full",
@@ -119,10 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         print(render(part), flush=True)
     if "throughput" in sections:
         works, runs = throughput.run_all(
-            loaders, args.quick, repeats, 300.0, _progress, only=args.workload
+            measured, args.quick, repeats, 300.0, _progress, only=args.workload
         )
         summary = throughput.summarize(works, runs)
-        part = throughput.rows(works, summary, loaders)
+        part = throughput.rows(works, summary, measured)
         rows += part
         print(render(part), flush=True)
     if "faults" in sections:

@@ -99,6 +99,16 @@ def _page(
             ["workload", *loaders],
             ([w.label, *(_rate_cell(summary[w.name], name) for name in loaders)] for w in works),
         )
+        ratios = [
+            r
+            for r in rows
+            if r.section == "throughput" and r.name.startswith(("ratio ", "noise floor"))
+        ]
+        lines += ["## Ratios, paired repeat by repeat (median, range, verdict)", ""]
+        lines += _table(
+            ["figure", "median", "range and verdict"],
+            ([r.name, _fmt(r.value, r.unit), r.note] for r in ratios),
+        )
         lines += ["## CPU per batch (us: main process + workers)", ""]
         lines += _table(
             ["workload", *loaders],
@@ -186,21 +196,31 @@ def _plots(
             continue
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
         for name in loaders:
-            xs, ys = [], []
+            xs, ys, below, above = [], [], [], []
             for w in points:
                 cell = summary[w.name].get(name)
                 if isinstance(cell, dict):
                     xs.append(w.value(axis))
                     ys.append(cell["median"])
+                    below.append(cell["median"] - cell["min"])
+                    above.append(cell["max"] - cell["median"])
             if ys:
-                ax.plot(range(len(xs)) if axis == "cost" else xs, ys, marker="o", label=name)
+                # The bars are the repeats' range: two loaders whose bars overlap are level.
+                ax.errorbar(
+                    range(len(xs)) if axis == "cost" else xs,
+                    ys,
+                    yerr=[below, above],
+                    marker="o",
+                    capsize=3,
+                    label=name,
+                )
         if axis == "cost":
             ax.set_xticks(range(len(points)), [f"{w.value(axis):g}" for w in points])
         elif axis == "size":
             ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(title)
-        ax.set_ylabel("batches/s (median)")
+        ax.set_ylabel("batches/s (median, bars: min-max of the repeats)")
         ax.set_title(f"throughput vs {title}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)

@@ -4,17 +4,21 @@ Each loader runs every workload in one fresh interpreter (faultinject's sandbox,
 the harness every other figure uses: it bounds the run and reaps and reports what a loader
 leaves behind: processes, zombies, fds, threads, /dev/shm entries). Loaders run one after
 another, never together, and alternate over the repeats so a change in the machine's load hits
-each of them alike; min / median / max of the repeats are reported, and every ratio to torch is
-taken between figures of the same run.
+each of them alike. Every ratio is paired: repeat i of one loader against repeat i of the other
+(the two ran minutes, not hours, apart), and the ratio is stated as the median of the paired
+ratios with their range; over n repeats that range holds the true median ratio with probability
+1 - 2^(1-n) (94 % for the default 5), and a verdict "ahead" / "behind" is given only when the
+whole range is above / below 1 ("level" otherwise).
 
 Owns the workloads: one-axis sweeps around the issue's cheap workload (64 floats per item,
 batch 4, 2 workers): item cost (0, 0.1 ms, 1 ms of CPU), item size (64 floats .. 4 MB), batch
-size (1 .. 64) and workers (1 .. 4), plus the single-process baseline. A rate is measured from
-the first batch to the last of one epoch (the shutdown after it is not counted); the first
-batch's latency is reported apart. Beside each rate: the CPU per batch of the loader's process
-(first batch to last) and of its reaped workers (start-up and shutdown included); the peak,
-over samples taken during the epoch, of the RSS summed over the loader's processes, its open
-fds, threads and worker processes.
+size (1 .. 64) and workers (1 .. 4), plus the single-process baseline. A rate is measured over a
+fixed window of wall time after the first batch (``WINDOW_S``; the start-up and the shutdown are
+not counted): an epoch of a fixed batch count lasted 0.1 s for the fastest loaders, too short
+for a stable rate. The first batch's latency is reported apart. Beside each rate: the CPU per
+batch of the loader's process (over the window) and of its reaped workers (start-up and
+shutdown included); the peak, over samples taken during the epoch, of the RSS summed over the
+loader's processes, its open fds, threads and worker processes.
 """
 
 from __future__ import annotations
@@ -37,10 +41,17 @@ from bench.rows import Row, na
 from faultinject import loaders, processes, sandbox
 
 SECTION = "throughput"
-PEERS_EXCLUDED = ("torch", "reference")  # the rest are the peers the reference is ranked against
-# A workload's epoch is cut at this many seconds after its first batch (quick: True): a slow
-# loader is measured over the batches it gave by then, so one loader cannot hold up the run.
-MAX_EPOCH_S = {False: 10.0, True: 2.0}
+# ``--noise-floor``: the reference measured a second time, as if it were another loader: the
+# paired ratio of the two is what the bench calls "level" on this machine (an A/A comparison).
+NOISE_FLOOR = "reference (again)"
+NOISE_FLOOR_OF = "reference"
+# The rest are the peers the reference is ranked against.
+PEERS_EXCLUDED = ("torch", "reference", NOISE_FLOOR)
+# Each rate is measured over this many seconds after the epoch's first batch (quick: True):
+# long enough that one scheduler hiccup is a small part of it (at 2 s the repeats' spread fell
+# from +-30 % to a few %; docs/bench.md), short enough for a sweep of every loader. A workload's
+# ``batches`` is the epoch's length, a cap sized to outlast the window at the fastest rates seen.
+WINDOW_S = {False: 2.0, True: 0.2}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +93,9 @@ def workloads(quick: bool) -> list[Workload]:
     """The sweeps, sized for ``--quick`` (seconds in all) or a full run (a few minutes)."""
 
     def n(full: int) -> int:
-        return max(4, full // 25) if quick else full
+        # The full caps are 20x the old fixed epochs: 40,000 cheap batches outlast a 2 s window
+        # at the fastest rate seen here (~20,000/s).
+        return max(4, full // 25) if quick else full * 20
 
     return [
         Workload(
@@ -141,18 +154,18 @@ def _sample(me: psutil.Process) -> tuple[int, int, int, int]:
     return rss, me.num_fds(), me.num_threads(), len(kids)
 
 
-def _one(loader_cls: type, work: Workload, max_s: float) -> dict[str, Any]:
-    """One epoch of ``work``: batches/s from the first batch to the last, CPU per batch, and
-    the peaks of the loader's resources, sampled about 10 times during the epoch. A loader
-    still going ``max_s`` after its first batch is measured over the batches it gave by then
-    (and the epoch left early)."""
+def _one(loader_cls: type, work: Workload, window_s: float) -> dict[str, Any]:
+    """One epoch of ``work``, measured over ``window_s`` seconds after its first batch (then
+    left): batches/s, CPU per batch, and the peaks of the loader's resources, sampled about 10
+    times a window. An epoch that ends inside the window is measured to its last batch and
+    flagged ``ended_early`` (its cap is too small for this loader's rate)."""
     me = psutil.Process()
     before = {p.pid for p in processes.children()}
     fds_before = me.num_fds()
     dataset = datasets.Floats(work.batches * work.batch_size, work.cost_s, work.width)
     loader = loader_cls(dataset, batch_size=work.batch_size, num_workers=work.num_workers)
     kids_before = _children_cpu_s()
-    every = max(1, work.batches // 10)
+    every = 64  # batches between resource samples; fixed so a sample's cost per batch is too
     peaks = (0, 0, 0, 0)
     start = time.perf_counter()
     it = iter(loader)
@@ -167,12 +180,13 @@ def _one(loader_cls: type, work: Workload, max_s: float) -> dict[str, Any]:
             main_first = _self_cpu_s()
         if count % every == 0:
             peaks = tuple(map(max, peaks, _sample(me)))  # type: ignore[assignment]
-        if count == work.batches or time.perf_counter() - first > max_s:
-            # the rate stops at the last batch, before the shutdown
+        if time.perf_counter() - first >= window_s:
+            # the rate stops at the window's last batch, before the shutdown
             last = time.perf_counter()
             main_cpu = _self_cpu_s() - main_first
             break
-    if last is None:  # fewer batches than asked (a loader that lost some): up to the end
+    ended_early = last is None
+    if last is None:  # the epoch ended inside the window: measured up to its last batch
         last = time.perf_counter()
         main_cpu = _self_cpu_s() - main_first
     del it, loader, _batch
@@ -181,7 +195,7 @@ def _one(loader_cls: type, work: Workload, max_s: float) -> dict[str, Any]:
     workers_cpu = _children_cpu_s() - kids_before
     return {
         "batches": count,
-        "cut_short": count < work.batches,
+        "ended_early": ended_early,
         "batches_per_s": (count - 1) / (last - first) if first is not None and count > 1 else None,
         "first_batch_s": (first - start) if first is not None else None,
         "main_cpu_per_batch_s": main_cpu / (count - 1) if count > 1 else None,
@@ -195,24 +209,25 @@ def _one(loader_cls: type, work: Workload, max_s: float) -> dict[str, Any]:
     }
 
 
-def measure(loader: str, works: list[Workload], max_s: float) -> dict[str, Any]:
+def measure(loader: str, works: list[Workload], window_s: float) -> dict[str, Any]:
     """The sandbox target: every workload against ``loader``; workload name -> figures (or a
     reason string, for a loader that fails or refuses one)."""
     loader_cls = loaders.resolve(loader)
     results: dict[str, Any] = {}
     for work in works:
         try:
-            results[work.name] = _one(loader_cls, work, max_s)
+            results[work.name] = _one(loader_cls, work, window_s)
         except Exception as exc:  # a failing loader is a row with a reason, not a dead bench
             results[work.name] = na(exc)
     return results
 
 
-def _run(loader: str, works: list[Workload], deadline_s: float, max_s: float) -> dict[str, Any]:
+def _run(loader: str, works: list[Workload], deadline_s: float, window_s: float) -> dict[str, Any]:
     """One fresh interpreter running every workload; workload -> figures (or a reason). What
     the run left behind (processes, fds, /dev/shm entries) is under the key ``"left"``."""
+    target = LOADERS[NOISE_FLOOR_OF] if loader == NOISE_FLOOR else LOADERS[loader]
     report = sandbox.run(
-        measure, LOADERS[loader], works, max_s, deadline_s=deadline_s * len(works), start="spawn"
+        measure, target, works, window_s, deadline_s=deadline_s * len(works), start="spawn"
     )
     if report.outcome == "returned" and isinstance(report.value, dict):
         return {**report.value, "left": report.leftovers()}
@@ -232,7 +247,7 @@ def run_all(
     """Every workload (or those named in ``only``) for every available loader, ``repeats``
     times, loaders alternating."""
     works = [w for w in workloads(quick) if not only or w.name in only]
-    max_s = MAX_EPOCH_S[quick]
+    window_s = WINDOW_S[quick]
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name, miss in names.items() if not miss}
     total = repeats * len(runs)
     step = 0
@@ -240,7 +255,7 @@ def run_all(
         for loader in runs:
             step += 1
             progress(f"throughput [{step}/{total}] {loader}, run {repeat + 1} of {repeats}")
-            runs[loader].append(_run(loader, works, deadline_s, max_s))
+            runs[loader].append(_run(loader, works, deadline_s, window_s))
     return works, runs
 
 
@@ -264,8 +279,10 @@ def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> d
             figures = [f for f in found if isinstance(f, dict)]
             per[loader] = {
                 "runs": len(rates),
-                "batches": figures[0]["batches"],
-                "cut_short": any(f.get("cut_short") for f in figures),
+                # per repeat, None where that repeat has no rate: the pairs of a paired ratio
+                "rates": [f.get("batches_per_s") if isinstance(f, dict) else None for f in found],
+                "batches": med(_stats(figures, "batches")),
+                "ended_early": any(f.get("ended_early") for f in figures),
                 "min": min(rates),
                 "median": med(rates),
                 "max": max(rates),
@@ -294,10 +311,11 @@ def rows(works: list[Workload], summary: dict[str, Any], names: dict[str, str | 
             if isinstance(fig, str):
                 out.append(Row(SECTION, name, None, "batches/s", fig))
                 continue
-            cut = " (epoch cut short)" if fig.get("cut_short") else ""
+            cut = " (the epoch ended inside the window)" if fig.get("ended_early") else ""
             note = (
-                f"median of {fig['runs']}, {fig['min']:,.0f}-{fig['max']:,.0f}; {fig['batches']} "
-                f"batches{cut}; first batch {fig['first_batch_s']:.2f} s; CPU "
+                f"median of {fig['runs']}, {fig['min']:,.0f}-{fig['max']:,.0f}; "
+                f"{fig['batches']:,.0f} batches a window{cut}; "
+                f"first batch {fig['first_batch_s']:.2f} s; CPU "
                 f"{fig['main_cpu_us'] + fig['workers_cpu_us']:,.0f} us/batch"
             )
             if work.num_workers:
@@ -315,6 +333,8 @@ def rows(works: list[Workload], summary: dict[str, Any], names: dict[str, str | 
                 out.append(_ratio(work, summary[work.name], loader))
         if "reference" in names and work.name in PEER_TARGETS:
             out.append(_rank(work, summary[work.name]))
+        if NOISE_FLOOR in names:
+            out.append(_noise_floor(work, summary[work.name]))
     return out
 
 
@@ -334,25 +354,67 @@ def _median(per: dict[str, Any], loader: str) -> float | None:
     return fig["median"] if isinstance(fig, dict) else None
 
 
+@dataclasses.dataclass(frozen=True)
+class Paired:
+    """The ratio of two loaders' rates, repeat by repeat: its median and range over ``n``
+    pairs. The range holds the true median ratio with probability ``coverage``."""
+
+    median: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def coverage(self) -> float:
+        return 1 - 2 ** (1 - self.n)
+
+    @property
+    def verdict(self) -> str:
+        """ "ahead" / "behind" only when the whole range is above / below 1."""
+        if self.n < 2:
+            return "unresolved (one repeat)"
+        return "ahead" if self.low > 1 else "behind" if self.high < 1 else "level"
+
+    def text(self) -> str:
+        half = (self.high - self.low) / 2 / self.median
+        return (
+            f"{self.median:.2f}x, range {self.low:.2f}-{self.high:.2f} (+-{half:.0%}) over "
+            f"{self.n} paired repeats ({self.coverage:.0%} interval)"
+        )
+
+
+def paired(per: dict[str, Any], mine: str, theirs: str) -> Paired | None:
+    """``mine`` / ``theirs``, repeat by repeat (None: no repeat has both rates)."""
+    a, b = per.get(mine), per.get(theirs)
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return None
+    ratios = sorted(x / y for x, y in zip(a["rates"], b["rates"], strict=True) if x and y)
+    if not ratios:
+        return None
+    return Paired(statistics.median(ratios), ratios[0], ratios[-1], len(ratios))
+
+
 def _ratio(work: Workload, per: dict[str, Any], loader: str) -> Row:
     name = f"ratio {loader}/torch, {work.name}"
-    mine, theirs = _median(per, loader), _median(per, "torch")
-    if mine is None or theirs is None:
+    pair = paired(per, loader, "torch")
+    if pair is None:
         return Row(SECTION, name, None, "x", "n/a: a rate above is missing")
     target = TARGETS.get(work.name) if loader == "reference" else None
-    note = ""
+    note = f"{pair.text()}; "
     if target:
-        note = f"target >= {target:g}x: {'met' if mine / theirs >= target else 'missed'}; "
+        # Met only when the whole range clears the target, not its median alone.
+        note += f"target >= {target:g}x: {'met' if pair.low >= target else 'missed'}; "
         bound = cpu_bound(work)
         if bound is not None:
+            theirs = per["torch"]["median"]
             note += (
                 f"these CPUs allow at most {bound / theirs:.2f}x torch ({bound:,.0f}/s), "
-                f"{loader} makes {mine / bound:.0%} of that; "
+                f"{loader} makes {per[loader]['median'] / bound:.0%} of that; "
             )
     cpu = {who: per[who]["main_cpu_us"] + per[who]["workers_cpu_us"] for who in (loader, "torch")}
     if cpu[loader] > 0:
         note += f"CPU per batch: torch uses {cpu['torch'] / cpu[loader]:.2f}x {loader}'s"
-    return Row(SECTION, name, mine / theirs, "x", note)
+    return Row(SECTION, name, pair.median, "x", note)
 
 
 def cpu_bound(work: Workload) -> float | None:
@@ -366,16 +428,30 @@ def cpu_bound(work: Workload) -> float | None:
 
 
 def _rank(work: Workload, per: dict[str, Any]) -> Row:
-    """reference / the fastest peer (not torch) in the same run, with the issue's target."""
+    """reference / the fastest peer (not torch) in the same run, paired repeat by repeat, with
+    the verdict its range allows and the issue's target."""
     name = f"ratio reference/best peer, {work.name}"
-    mine = _median(per, "reference")
     peers = {
         p: rate for p in per if p not in PEERS_EXCLUDED and (rate := _median(per, p)) is not None
     }
-    if mine is None or not peers:
+    pair = paired(per, "reference", max(peers, key=peers.__getitem__)) if peers else None
+    if pair is None:
         return Row(SECTION, name, None, "x", "n/a: no reference or no peer rate")
     best = max(peers, key=peers.__getitem__)
     target = PEER_TARGETS[work.name]
-    verdict = "met" if mine / peers[best] >= target else "missed"
-    note = f"best peer {best} {peers[best]:,.0f}/s; target >= {target:g}x: {verdict}"
-    return Row(SECTION, name, mine / peers[best], "x", note)
+    verdict = "met" if pair.low >= target and pair.verdict == "ahead" else "missed"
+    note = (
+        f"{pair.verdict} of the best peer {best} ({peers[best]:,.0f}/s): {pair.text()}; "
+        f"target >= {target:g}x: {verdict}"
+    )
+    return Row(SECTION, name, pair.median, "x", note)
+
+
+def _noise_floor(work: Workload, per: dict[str, Any]) -> Row:
+    """The reference against itself (an A/A run): the spread the machine alone gives a ratio."""
+    name = f"noise floor: {NOISE_FLOOR}/{NOISE_FLOOR_OF}, {work.name}"
+    pair = paired(per, NOISE_FLOOR, NOISE_FLOOR_OF)
+    if pair is None:
+        return Row(SECTION, name, None, "x", "n/a: a rate above is missing")
+    note = f"{pair.text()}; the same loader twice: {pair.verdict}"
+    return Row(SECTION, name, pair.median, "x", note)

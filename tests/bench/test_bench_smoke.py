@@ -230,3 +230,62 @@ def test_a_cpu_bound_ratio_says_what_the_cpus_allow():
         in note
     )
     assert throughput.cpu_bound(WORKS[0]) is None  # cheap items: no fixed work per item
+
+
+def _runs(rates: list[float]) -> list[dict]:
+    return [_fake_run(rate) for rate in rates]
+
+
+def test_ratios_are_paired_repeat_by_repeat_with_a_verdict_from_their_range():
+    """A ratio is the median of per-repeat ratios (repeat i of one loader over repeat i of the
+    other), with their range; "ahead"/"behind" only when the whole range is past 1."""
+    cheap = [WORKS[0]]
+    names = {"torch": None, "reference": None, "nodes-thread": None}
+    # The machine slows down over the run: rates fall, but each pair keeps its ratio.
+    runs = {
+        "torch": _runs([100.0, 80.0, 60.0, 50.0, 40.0]),
+        "reference": _runs([1300.0, 1000.0, 800.0, 640.0, 520.0]),
+        "nodes-thread": _runs([1000.0, 800.0, 600.0, 500.0, 400.0]),
+    }
+    summary = throughput.summarize(cheap, runs)
+    by_name = {r.name: r for r in throughput.rows(cheap, summary, names)}
+    rank = by_name["ratio reference/best peer, cheap"]
+    # Paired: 1.3, 1.25, 1.33, 1.28, 1.3 -> median 1.3, range 1.25-1.33; unpaired medians would
+    # give the same here, but their min-max would span 0.52-1.3 and say nothing.
+    assert rank.value == pytest.approx(1.3)
+    assert rank.note.startswith("ahead of the best peer nodes-thread")
+    assert "range 1.25-1.33" in rank.note
+    assert "over 5 paired repeats (94% interval)" in rank.note
+    level = throughput.Paired(1.01, 0.97, 1.05, 5)
+    assert level.verdict == "level"
+    assert throughput.Paired(0.9, 0.85, 0.95, 5).verdict == "behind"
+    assert throughput.Paired(1.2, 1.2, 1.2, 1).verdict.startswith("unresolved")
+
+
+def test_a_target_is_met_only_when_the_whole_range_clears_it():
+    cheap = [WORKS[0]]
+    runs = {"torch": _runs([100.0, 100.0, 100.0]), "reference": _runs([700.0, 650.0, 550.0])}
+    summary = throughput.summarize(cheap, runs)
+    rows = throughput.rows(cheap, summary, {"torch": None, "reference": None})
+    ratio = next(r for r in rows if r.name == "ratio reference/torch, cheap")
+    assert ratio.value == pytest.approx(6.5)  # the median clears 6x, the range does not
+    assert "target >= 6x: missed" in ratio.note
+
+
+def test_the_noise_floor_is_the_reference_against_itself():
+    cheap = [WORKS[0]]
+    names = {"torch": None, "reference": None, throughput.NOISE_FLOOR: None}
+    runs = {
+        "torch": _runs([100.0, 100.0, 100.0]),
+        "reference": _runs([700.0, 720.0, 690.0]),
+        throughput.NOISE_FLOOR: _runs([710.0, 700.0, 700.0]),
+    }
+    summary = throughput.summarize(cheap, runs)
+    rows = {r.name: r for r in throughput.rows(cheap, summary, names)}
+    floor = rows[f"noise floor: {throughput.NOISE_FLOOR}/reference, cheap"]
+    assert floor.note.endswith("the same loader twice: level")
+    # The A/A column is never ranked as a peer.
+    assert (
+        "ratio reference/best peer, cheap" not in rows
+        or "n/a" in rows["ratio reference/best peer, cheap"].note
+    )
