@@ -98,11 +98,12 @@ class _StaleEpochCore(ProtocolCore):
 def _iterator(core_cls: type[ProtocolCore]) -> type[MultiProcessingIter]:
     class BrokenIter(MultiProcessingIter):
         def __init__(self, loader: Any) -> None:
+            # Swapping the shell's core class for a broken one, for this constructor only.
             shell.ProtocolCore = core_cls  # type: ignore[misc]
             try:
                 super().__init__(loader)
             finally:
-                shell.ProtocolCore = ProtocolCore  # type: ignore[misc]
+                shell.ProtocolCore = ProtocolCore  # type: ignore[misc]  # (as above)
 
     return BrokenIter
 
