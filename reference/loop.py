@@ -108,7 +108,9 @@ def take(
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
     """
-    result = getattr(core, _METHOD[id(action)])(*args)
+    cls = type(core)
+    method = (_METHODS.get(cls) or _methods(cls))[action]
+    result = method(core, *args)
     if tracewriter.ENABLED:
         step = core.last
         if step is None:
@@ -168,12 +170,19 @@ def hand_out(core: ProtocolCore, payload: Any) -> Any:
     return payload
 
 
-# CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
-# Python function (reference.core._State says more), and so is ``Action.X`` (a descriptor).
-_METHOD = {
-    id(action): name
-    for action, name in {**CORE_METHOD, **OBSERVED_FAULT_METHOD, **WORKER_METHOD}.items()
-}
+# Each action's core method, by its vocabulary name: a step is one lookup in its core class's
+# table (Action and classes hash by identity) and a call. A class's table is made at its first
+# step, so a subclass's override (a broken core in the tests) is the one called.
+_NAMES: dict[Action, str] = {**CORE_METHOD, **OBSERVED_FAULT_METHOD, **WORKER_METHOD}
+_METHODS: dict[type, dict[Action, Callable[..., Any]]] = {}
+
+
+def _methods(cls: type) -> dict[Action, Callable[..., Any]]:
+    table = _METHODS[cls] = {a: getattr(cls, n) for a, n in _NAMES.items() if hasattr(cls, n)}
+    return table
+
+
+# The per-batch actions as module names: ``Action.X`` is a descriptor call each time.
 _TRY_PUT, _GET, _PROCESS = Action.MAIN_TRY_PUT_INDEX, Action.MAIN_GET_DATA, Action.MAIN_PROCESS_DATA
 _CALL = Action.MAIN_CALL_NEXT
 _JOIN = Action.MAIN_JOIN_WORKER
@@ -340,8 +349,6 @@ _PERFORM: dict[Action, Callable[[ProtocolCore, Port, Step], Any]] = {
     Action.MAIN_JOIN_WORKER: _join_workers,
 }
 
-_PERFORM_BY_ID = {id(action): perform for action, perform in _PERFORM.items()}
-
 
 # ------------------------------------------------------------- the loop ----------------------
 def _run(core: ProtocolCore, port: Port) -> Delivery | None:
@@ -351,7 +358,7 @@ def _run(core: ProtocolCore, port: Port) -> Delivery | None:
     delivery = None
     while (step := core.next_action()) is not None:
         action = step.action
-        out = _PERFORM_BY_ID[id(action)](core, port, step)
+        out = _PERFORM[action](core, port, step)
         if action is _PROCESS:
             delivery = out
         elif action is _JOIN:
