@@ -179,6 +179,7 @@ def _one(loader_cls: type, work: Workload, window_s: float) -> dict[str, Any]:
             first = time.perf_counter()
             main_first = _self_cpu_s()
         if count % every == 0:
+            # map(max, ...) over two equal-length tuples: mypy cannot see its length.
             peaks = tuple(map(max, peaks, _sample(me)))  # type: ignore[assignment]
         if time.perf_counter() - first >= window_s:
             # the rate stops at the window's last batch, before the shutdown

@@ -25,6 +25,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from faultinject.events import Error
+from faultinject.faults import Hang
 from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
 from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
@@ -50,15 +52,15 @@ MODELS: dict[str, dict[str, str]] = {
 }
 ALL_ACTIONS: frozenset[str] = frozenset(a.value for a in Action)
 # The steps that end a next() call: it returned a batch, or raised.
+A = Action
 _ENDS_A_CALL = frozenset(
-    a.value
-    for a in (
-        Action.MAIN_PROCESS_DATA,
-        Action.MAIN_DETECT_WORKER_FAILURE,
-        Action.MAIN_DETECT_PIN_FAILURE,
-        Action.MAIN_TIMEOUT,
-        Action.FAULT_RECV_ERROR,
-    )
+    {
+        A.MAIN_PROCESS_DATA,
+        A.MAIN_DETECT_WORKER_FAILURE,
+        A.MAIN_DETECT_PIN_FAILURE,
+        A.MAIN_TIMEOUT,
+        A.FAULT_RECV_ERROR,
+    }
 )
 
 
@@ -101,34 +103,35 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
     shards: list[int | None] = [None] * num_workers
     for step in path:
         before, after = g.state(step.source), g.state(step.target)
-        action = step.action
+        action = Action(step.action)
+        running = before["iter_state"] == "running"
         if action in _ENDS_A_CALL:
             nexts += 1  # one next() returned a batch, or raised
-        if action == "MainResumeIteration":
+        if action is A.MAIN_RESUME_ITERATION:
             epochs, nexts = epochs + 1, 0
-        elif action == "MainDropIterator" and drop_at is None and before["iter_state"] == "running":
+        elif action is A.MAIN_DROP_ITERATOR and drop_at is None and running:
             drop_at = (epochs - 1, nexts)
-        elif action == "FaultKillParent" and kill_parent_at is None:
+        elif action is A.FAULT_KILL_PARENT and kill_parent_at is None:
             kill_parent_at = (epochs - 1, nexts)
-        elif action == "WorkerFetch":
+        elif action is A.WORKER_FETCH:
             (w,) = _moved(before, after, "worker_state")
             if after["worker_msg"][w]["kind"] == "exhausted" and shards[w] is None:
                 shards[w] = fetched[w]
             fetched[w] += 1
-        elif action in ("FaultKillWorker", "FaultHangWorker", "FaultFetchError"):
+        elif action in (A.FAULT_KILL_WORKER, A.FAULT_HANG_WORKER, A.FAULT_FETCH_ERROR):
             (w,) = _moved(before, after, "worker_state")
             faults.append(_fault(action, before, w))
-            if action == "FaultHangWorker":
+            if action is A.FAULT_HANG_WORKER:
                 timeout = TIMEOUT_S  # a hang must not stall the replay
-        elif action == "FaultPutError":
+        elif action is A.FAULT_PUT_ERROR:
             (w,) = _moved(before, after, "worker_msg")
             faults.append(_item_fault(action, before["worker_msg"][w]["idx"]))
-        elif action in ("FaultRecvError", "FaultPinDeath"):
+        elif action in (A.FAULT_RECV_ERROR, A.FAULT_PIN_DEATH):
             (w,) = _moved(before, after, "worker_result_queue")
             faults.append(_item_fault(action, before["worker_result_queue"][w][0]["idx"]))
-        if action == "MainTimeout":
+        if action is A.MAIN_TIMEOUT:
             timeout = TIMEOUT_S
-            if not any(type(f).__name__ == "Hang" for f in faults):
+            if not any(isinstance(f, Hang) for f in faults):
                 faults.append(_slow(before["rcvd_idx"]))
     iterable = consts["Iterable"] == "TRUE"
     return Schedule(
@@ -155,30 +158,30 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
     )
 
 
-def _fault(action: str, before: dict[str, Any], worker: Any) -> Any:
+def _fault(action: Action, before: dict[str, Any], worker: Any) -> Any:
     """The faultinject fault for a fault step of ``worker``: at the task it takes next, or (an
     idle worker with nothing queued, or one busy putting) at the task it holds / got first."""
-    from faultinject.faults import Die, Hang, Raise
+    from faultinject.faults import Die, DiePoint, Raise
 
     task = _head_task(before, worker)
-    point = "before_fetch"
+    point: DiePoint = "before_fetch"
     if task is None and before["worker_state"][worker] == "busy":
         task, point = before["worker_msg"][worker]["idx"], "after_fetch"
     if task is None or task < 0:
         task = 0
-    if action == "FaultKillWorker":
+    if action is A.FAULT_KILL_WORKER:
         return Die(at=task, point=point, once=True)
-    if action == "FaultHangWorker":
+    if action is A.FAULT_HANG_WORKER:
         return Hang(at=task, seconds=HANG_S, once=True)
     return Raise(at=task)
 
 
-def _item_fault(action: str, task: int) -> Any:
+def _item_fault(action: Action, task: int) -> Any:
     """The faultinject fault whose item makes the put (FaultPutError) or the read
     (FaultRecvError, FaultPinDeath) of task ``task``'s result fail."""
     from faultinject.faults import Unloadable, Unpicklable
 
-    return Unpicklable(at=task) if action == "FaultPutError" else Unloadable(at=task)
+    return Unpicklable(at=task) if action is A.FAULT_PUT_ERROR else Unloadable(at=task)
 
 
 def _slow(task: int) -> Any:
@@ -280,7 +283,8 @@ def violations(replay: Replay) -> list[str]:
                 checks.in_order(grade, r, epoch)
     if any(isinstance(f, Die) for f in s.faults) and s.drop_at is None:
         injected = {"InjectedError"}  # Raise's default type: the scenario's, not the death's
-        died = next((e["epoch"] for e in r.of(None, "error") if e["type"] not in injected), 0)
+        deaths = (e.epoch for e in r.of(None, Error) if e.type not in injected)
+        died = next((epoch for epoch in deaths if epoch is not None), 0)
         checks.death_reported(grade, r, died, ignore=injected)
     return grade.violations
 

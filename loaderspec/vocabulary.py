@@ -26,7 +26,14 @@ class Actor(enum.Enum):
 
 
 class Action(enum.Enum):
-    """Every step of the protocol. Values are the TLA+ action names in ``spec/DataLoader.tla``."""
+    """Every step of the protocol. Values are the TLA+ action names in ``spec/DataLoader.tla``.
+
+    Members are singletons compared by identity, so they hash by identity too: ``Enum.__hash__``
+    is a Python function (hash of the name), and actions key the tables the reference's core
+    and loop read at every step of every batch.
+    """
+
+    __hash__ = object.__hash__
 
     # --- main process: the user's call, the prefetch / reorder loop (torch: _next_data) ---------
     MAIN_CALL_NEXT = "MainCallNext"  # the user calls next(): a call begins (it reads, then returns)

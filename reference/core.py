@@ -183,8 +183,6 @@ _AFTER_SHUTDOWN = {
     (_P.ENDED, _A.MAIN_STOP_ITERATION),
     (_P.FAILED, _A.MAIN_CALL_NEXT),
 }
-# The same table keyed by id(action) for the per-batch path (see _State: Action's hash is slow).
-_PHASE_TARGETS = {p: {id(a): t for a, t in row.items()} for p, row in PHASE_TRANSITIONS.items()}
 
 # The shutdown actions each stage enables, and the stage each leads to (the seeds' order):
 #
@@ -416,7 +414,7 @@ class ProtocolCore:
 
     def _target(self, action: Action) -> Phase:
         """The phase ``action`` leads to from here (``PHASE_TRANSITIONS``), or a violation."""
-        target = _PHASE_TARGETS[self.phase].get(id(action))
+        target = PHASE_TRANSITIONS[self.phase].get(action)
         if target is None:
             raise self._violation(action, f"phase={self.phase.value}")
         if self.shutdown and (self.phase, action) not in _AFTER_SHUTDOWN:

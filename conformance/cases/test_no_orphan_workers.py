@@ -18,7 +18,8 @@ from conformance.harness import (
     play,
     workers,
 )
-from faultinject.plans import BUSY_S, parent_dies_while
+from faultinject.events import Awaited
+from faultinject.plans import BUSY_S, WorkerState, parent_dies_while
 
 PROP = "NoOrphanWorkers"
 
@@ -37,7 +38,7 @@ def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
             f"got {r.report.outcome} {r.report.error or ''}",
             pytrace=False,
         )
-    if any(not e["value"] for e in r.of(0, "awaited")):
+    if any(not e.ok for e in r.of(0, Awaited)):
         pytest.fail(f"setup: the workers never reached {what!r}", pytrace=False)
     checks.orphans_exit(grade, r, what)
 
@@ -45,7 +46,7 @@ def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
 @pytest.mark.spec_property(PROP, "PromptFaultHandling")
 @pytest.mark.parametrize("state", ["idle", "busy", "blocked"])
 def test_workers_exit_after_the_loader_process_is_sigkilled(
-    loader_cls: type, grade: Grade, state: str
+    loader_cls: type, grade: Grade, state: WorkerState
 ) -> None:
     """SIGKILL the loader's process while its workers are idle, busy in __getitem__, or blocked
     writing a result: every worker exits on its own.
