@@ -53,6 +53,7 @@ from reference.arena import MainArena
 from reference.arena import available as arena_available
 from reference.base import BaseIter
 from reference.channels import Receiver
+from reference.checkpoint import worker_starts
 from reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
 from reference.messages import (
     TRACE_ORDER_WAIT_S,
@@ -230,6 +231,8 @@ class MultiProcessingIter(BaseIter):
             pin_memory=self._pin_memory,
         )
         self._core = ProtocolCore(self._config)
+        if self._progress.resumed and self._config.iterable:
+            self._core.start_at_worker(self._progress.start["next_worker"])
         self._failure: str | None = None  # the error a failed iterator raises at every next()
         self._exit_codes: dict[int, int | None] = {}  # worker -> exit code, once it ended
         self._killed: set[int] = set()  # workers we SIGKILLed
@@ -255,7 +258,15 @@ class MultiProcessingIter(BaseIter):
             num_workers=self._num_workers,
             parent_pid=os.getpid(),
             use_pdeathsig=use_pdeathsig,
+            starts=worker_starts(
+                self._progress.resumed_start,
+                stateful=loader._stateful_dataset,
+                items_per_batch=loader._items_per_batch,
+                num_workers=self._num_workers,
+            ),
+            stateful=loader._stateful_dataset,
         )
+        self._stateful = worker_config.stateful
         self._owner_pid = os.getpid()
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
@@ -394,6 +405,7 @@ class MultiProcessingIter(BaseIter):
     # ------------------------------------------------------------- epoch --------------------
     def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
         super()._reset(loader, first_iter)
+        self._progress.core = self._core
         try:
             loop.start_epoch(self._core, self, resume=not first_iter)
         except (loop.IteratorFailed, ProtocolViolation) as exc:
@@ -409,6 +421,9 @@ class MultiProcessingIter(BaseIter):
         payload = loop.hand_out(self._core, delivery.payload)  # the point of effect
         if delivery.kind is Kind.ERROR:
             payload.reraise()
+        if self._stateful:  # the dataset's state after this batch travelled with it
+            payload, state = payload
+            self._progress.dataset_state(delivery.worker, state)
         return payload
 
     # ------------------------------------------------------- port: dispatch -----------------
