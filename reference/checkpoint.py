@@ -192,6 +192,10 @@ class EpochProgress:
         self.epoch = epoch
         self.start = start or fresh_state(kind, num_workers, epoch)
         self.resumed = start is not None  # began from a loaded state
+        # A resumed IterableDataset's workers: slot j runs shard (j + rotation) % num_workers,
+        # so that the protocol's round-robin, which begins at slot 0, begins at the shard whose
+        # batch comes next in the uninterrupted stream.
+        self.rotation = self.start["next_worker"] if self.resumed and num_workers else 0
         self.generator = generator
         self.persistent = persistent
         self.core: ProtocolCore | None = None
@@ -207,6 +211,10 @@ class EpochProgress:
         """The loaded state this epoch began from, or None."""
         return self.start if self.resumed else None
 
+    def tasks_left(self, total: int) -> int:
+        """Map-style: the tasks this epoch sends, of the sampler's ``total``."""
+        return total - self.start["handed_below"] - len(self.start["handed_above"])
+
     # ------------------------------------------------------------ fed by the iterator ------
     def end(self) -> None:
         """StopIteration was raised: the state is now the next epoch's, whole."""
@@ -219,8 +227,11 @@ class EpochProgress:
         self._single_below += 1
 
     def dataset_state(self, worker: int, state: Any) -> None:
-        """The dataset's state after the last batch of ``worker`` handed out."""
-        self._stateful_states[worker] = state
+        """The dataset's state after the last batch of worker slot ``worker`` handed out."""
+        self._stateful_states[self._shard(worker)] = state
+
+    def _shard(self, slot: int) -> int:
+        return (slot + self.rotation) % max(self.num_workers, 1)
 
     # ------------------------------------------------------------------- the state ---------
     def _handed_map(self) -> tuple[int, list[int]]:
@@ -249,8 +260,11 @@ class EpochProgress:
         start = self.start
         slots = max(self.num_workers, 1)
         if self.core is not None:
-            counts = self.core.handed_per_worker
-            last = self.core.last_handed_worker
+            counts = [0] * slots
+            for slot, n in enumerate(self.core.handed_per_worker):
+                counts[self._shard(slot)] = n
+            slot = self.core.last_handed_worker
+            last = None if slot is None else self._shard(slot)
         else:
             counts, last = [self._single_below], (0 if self._single_below else None)
         workers = []

@@ -682,13 +682,6 @@ class ProtocolCore:
             below += 1
         self.handed_below = below
 
-    def start_at_worker(self, worker: int) -> None:
-        """A resumed iterator's first epoch: the round-robin begins at ``worker``, whose batch
-        comes next in the uninterrupted stream (docs/checkpoint.md). Before any task is sent."""
-        if self.send_idx or not 0 <= worker < self.num_workers:
-            raise ValueError(f"can't start the round-robin at worker {worker} now")
-        self.worker_queue_idx = worker
-
     def handed_out(self) -> tuple[int, list[int]]:
         """The tasks of this epoch handed out to the user, whatever is buffered, in flight or
         queued (CheckpointIsHandedOut): ``(handed_below, sorted handed_above)``."""

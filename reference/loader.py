@@ -261,7 +261,14 @@ class DataLoader(Generic[T_co]):
             # A failed iterator (worker death, timeout) or one shut down is not resumed: fresh
             # workers instead (docs/architecture.md, fail-stop). Nor after load_state_dict():
             # the loaded state starts fresh workers, so that it is never ignored.
-            if isinstance(it, MultiProcessingIter) and it.resumable and self._pending_state is None:
+            # An iterator that began from a loaded state is not reused either: its workers' shards
+            # were arranged for that state (and a trace's NumTasks is per iterator).
+            if (
+                isinstance(it, MultiProcessingIter)
+                and it.resumable
+                and self._pending_state is None
+                and not it.began_resumed
+            ):
                 it._reset(self)
                 return it
             if isinstance(it, MultiProcessingIter):

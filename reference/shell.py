@@ -215,6 +215,7 @@ class MultiProcessingIter(BaseIter):
         self._shutdown = True  # until every resource below exists; see shut_down
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
+        self.began_resumed = self._progress.resumed  # from a loaded state (checkpoint.py)
         ctx = loader.multiprocessing_context or torch.multiprocessing
         method = ctx.get_start_method() if hasattr(ctx, "get_start_method") else "fork"
         # PR_SET_PDEATHSIG follows the forking *thread*, and under forkserver the fork server:
@@ -231,8 +232,6 @@ class MultiProcessingIter(BaseIter):
             pin_memory=self._pin_memory,
         )
         self._core = ProtocolCore(self._config)
-        if self._progress.resumed and self._config.iterable:
-            self._core.start_at_worker(self._progress.start["next_worker"])
         self._failure: str | None = None  # the error a failed iterator raises at every next()
         self._exit_codes: dict[int, int | None] = {}  # worker -> exit code, once it ended
         self._killed: set[int] = set()  # workers we SIGKILLed
@@ -264,6 +263,7 @@ class MultiProcessingIter(BaseIter):
                 items_per_batch=loader._items_per_batch,
                 num_workers=self._num_workers,
             ),
+            shard_offset=self._progress.rotation,
             stateful=loader._stateful_dataset,
         )
         self._stateful = worker_config.stateful
@@ -367,7 +367,9 @@ class MultiProcessingIter(BaseIter):
                 "persistent_workers": config.persistent_workers,
                 "pin_memory": self._pin_memory_thread is not None,
                 "iterable": config.iterable,
-                "num_tasks": None if config.iterable else len(self._index_sampler),
+                "num_tasks": None
+                if config.iterable
+                else self._progress.tasks_left(len(self._index_sampler)),
                 "timeout": float(self._timeout),
                 "worker_pids": self._pids,
             },

@@ -265,9 +265,12 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
-        seed = _seed(config.base_seed, worker_id)
+        # A resumed IterableDataset's round-robin starts at the shard whose batch comes next:
+        # this slot runs shard (slot + shard_offset) % num_workers (reference/checkpoint.py).
+        shard = (worker_id + config.shard_offset) % config.num_workers
+        seed = _seed(config.base_seed, shard)
         torch_worker._worker_info = torch_worker.WorkerInfo(
-            id=worker_id, num_workers=config.num_workers, seed=seed, dataset=config.dataset
+            id=shard, num_workers=config.num_workers, seed=seed, dataset=config.dataset
         )
         collate_fn = config.collate_fn
         if arena is not None:  # big batches go to its slots; small ones stay private
@@ -286,7 +289,7 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         try:
             if config.worker_init_fn is not None:
                 config.worker_init_fn(worker_id)
-            start = None if config.starts is None else config.starts[worker_id]
+            start = None if config.starts is None else config.starts[shard]
             fetcher = start_fetcher(new_fetcher, config.dataset, start)  # a resumed shard
         except Exception:
             core.init_failed(ExceptionWrapper(where=_where(worker_id)))
