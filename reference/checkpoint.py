@@ -207,6 +207,15 @@ class EpochProgress:
         self._next_rng: torch.Tensor | None = None  # once ended: the next epoch's
 
     @property
+    def arranged(self) -> bool:
+        """Whether the iterator's workers and tasks were arranged for a loaded state (positions
+        skipped, shards rotated): it then serves this epoch only, the next is a new iterator's."""
+        start = self.start
+        return self.resumed and bool(
+            start["handed_below"] or start["handed_above"] or self.rotation
+        )
+
+    @property
     def resumed_start(self) -> dict[str, Any] | None:
         """The loaded state this epoch began from, or None."""
         return self.start if self.resumed else None

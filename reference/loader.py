@@ -272,6 +272,11 @@ class DataLoader(Generic[T_co]):
                 it._reset(self)
                 return it
             if isinstance(it, MultiProcessingIter):
+                progress = self._progress
+                ended = progress is not None and progress.ended
+                if it.began_resumed and self._pending_state is None and ended:
+                    # The next epoch as these workers would have begun it.
+                    self._pending_state = progress.state()
                 it.shut_down()
             self._iterator = self._get_iterator()
             return self._iterator

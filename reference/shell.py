@@ -215,7 +215,8 @@ class MultiProcessingIter(BaseIter):
         self._shutdown = True  # until every resource below exists; see shut_down
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
-        self.began_resumed = self._progress.resumed  # from a loaded state (checkpoint.py)
+        # Began from a loaded state that skips positions or rotates shards (checkpoint.py).
+        self.began_resumed = self._progress.arranged
         ctx = loader.multiprocessing_context or torch.multiprocessing
         method = ctx.get_start_method() if hasattr(ctx, "get_start_method") else "fork"
         # PR_SET_PDEATHSIG follows the forking *thread*, and under forkserver the fork server:
