@@ -324,6 +324,15 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
 )
 del P
 
+# The user's calls in spec/DataLoaderCheckpoint.tla, each the loader method of that name (the
+# loader's own, not the protocol core's: the core only counts hand-outs, ``handed_out``). Not
+# trace records: trace-check validates a resumed iterator as a DataLoader.tla run.
+CHECKPOINT_ACTIONS: dict[str, str] = {
+    "UserIter": "__iter__",
+    "UserStateDict": "state_dict",
+    "UserLoadStateDict": "load_state_dict",
+}
+
 ALL_PROPERTIES: tuple[Property, ...] = PROPERTIES + CHECKPOINT_PROPERTIES
 PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in ALL_PROPERTIES)
 

@@ -92,8 +92,8 @@ def check_state(state: Any, *, kind: str, num_workers: int) -> dict[str, Any]:
         raise ValueError(f"state version {state['version']!r} is not {VERSION}: take it again")
     if state["dataset_kind"] != kind:
         raise ValueError(
-            f"the state is of a {state['dataset_kind']} dataset, this loader's is {kind}: load"
-            " it into a loader of the same dataset"
+            f"the state is a {state['dataset_kind']}-style dataset's and this loader's dataset is"
+            f" {kind}-style: load it into a loader of the same dataset"
         )
     if kind == ITERABLE and state["num_workers"] != num_workers:
         raise ValueError(

@@ -5,10 +5,10 @@ import re
 import pytest
 
 from loaderspec.vocabulary import (
-    CORE_METHOD,
     ALL_PROPERTIES,
     CHECKPOINT_MODULE,
     CHECKPOINT_PROPERTIES,
+    CORE_METHOD,
     PROPERTIES,
     PROPERTY_NAMES,
     Action,
