@@ -14,6 +14,9 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
+
 
 class Crash(Exception):
     """The fault of a run without workers: the user's process fails."""
@@ -24,6 +27,9 @@ def _fail_once(item: int, fail_at: int | None, flag: str | None) -> None:
         return
     Path(flag).touch()
     if get_worker_info() is not None:
+        # Logged first, as faultinject does (an unlogged death is not a behaviour of the spec),
+        # by pid: a resumed IterableDataset's worker slot is not its shard's id.
+        tracewriter.emit_fault(Action.FAULT_KILL_WORKER, worker=None, victim=os.getpid())
         os.kill(os.getpid(), signal.SIGKILL)
     raise Crash(f"fault at item {item}")
 
