@@ -10,8 +10,11 @@ every model without editing one. ``load_manifest`` writes each model's plain TLC
 syntax the 2020 TLC 2.15 jar reads) into ``build/models/`` of the checkout, or a temporary
 folder for an installed wheel; those files are outputs, never edited.
 
-A module that EXTENDS DataLoader with constants of its own gives their defaults in a table
-``[defaults.<Module>]``; they apply to the models whose ``spec`` is ``<Module>.tla``.
+Another spec module gives its constants' defaults in a table ``[defaults.<Module>]``; they apply
+to the models whose ``spec`` is ``<Module>.tla`` or an ``MC`` module that EXTENDS it first (as
+``MCBroken`` EXTENDS ``DataLoader``). A module that EXTENDS ``DataLoader`` starts from
+DataLoader's defaults; one that stands alone (``DataLoaderCheckpoint``) lists all of its own.
+Its models check the properties the vocabulary gives that module (``module_properties``).
 
 ``loaderspec.scenarios`` and ``loaderspec.tracecompile`` start from the same defaults
 (``default_constants``). Knows nothing of how TLC runs (``loaderspec.tlc``).
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import importlib.resources
 import os
+import re
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from loaderspec.tlavalues import encode
-from loaderspec.vocabulary import PROPERTIES, Kind
+from loaderspec.vocabulary import PROPERTIES, Kind, module_properties
 
 try:
     import tomllib
@@ -41,6 +45,7 @@ PASS = "pass"
 MANIFEST = "models.toml"
 DEFAULTS = "defaults"  # the manifest's table of default constant values
 BASE_SPEC = "DataLoader.tla"
+BASE_MODULE = "DataLoader"
 INVARIANTS: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.kind is Kind.INVARIANT)
 TEMPORAL: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.kind is Kind.TEMPORAL)
 FIGURES = ("states", "total_states", "depth", "seconds", "cpu_seconds")
@@ -77,6 +82,7 @@ class Model:
     fast_start: bool = True  # small model: start the JVM with C1 only (tlc.FAST_START)
     constants: Mapping[str, str] = field(default_factory=dict, compare=False)  # TLA+ text
     properties: tuple[str, ...] = TEMPORAL  # the temporal properties checked (none: safety)
+    module: str = BASE_MODULE  # the spec module whose constants and properties the model has
 
     @property
     def expect(self) -> str:
@@ -102,15 +108,41 @@ def _read(path: Path) -> dict[str, Any]:
     return tomllib.loads(path.read_text())
 
 
+def _extends(spec: Path) -> str | None:
+    """The first module ``spec`` EXTENDS (None: it extends none, or does not exist)."""
+    if not spec.is_file():
+        return None
+    found = re.search(r"^EXTENDS\s+(\w+)", spec.read_text(), flags=re.M)
+    return found.group(1) if found else None
+
+
+def module_of(spec: Path) -> str:
+    """The spec module whose constants and properties a model of ``spec`` has: its own, or for
+    an ``MC`` module (a model's wrapper, broken hooks) the one it EXTENDS first."""
+    if spec.stem.startswith("MC"):
+        return _extends(spec) or spec.stem
+    return spec.stem
+
+
+def _tla(value: Any) -> str:
+    """A manifest value as TLA+ text: a TOML array is a set (a cfg's constants are sets, as
+    ``ResumeWorkers = {1, 2}``), anything else as ``tlavalues.encode`` writes it."""
+    if isinstance(value, list):
+        return "{" + ", ".join(encode(v) for v in value) + "}"
+    return encode(value)
+
+
 @cache
 def _defaults(path: Path) -> dict[str, dict[str, str]]:
-    """Module stem -> its constants' defaults as TLA+ text (DataLoader's under ``""``)."""
+    """Module -> its constants' defaults as TLA+ text (DataLoader's under ``""`` too)."""
     table = _read(path).get(DEFAULTS, {})
-    base = {k: encode(v) for k, v in table.items() if not isinstance(v, dict)}
-    out = {"": base}
+    base = {k: _tla(v) for k, v in table.items() if not isinstance(v, dict)}
+    out = {"": base, BASE_MODULE: base}
     for module, extra in table.items():
         if isinstance(extra, dict):
-            out[module] = {**base, **{k: encode(v) for k, v in extra.items()}}
+            own = {k: _tla(v) for k, v in extra.items()}
+            extends_base = _extends(path.parent / f"{module}.tla") == BASE_MODULE
+            out[module] = {**base, **own} if extends_base else own
     return out
 
 
@@ -126,7 +158,7 @@ def default_constants(module: str = "", **overrides: Any) -> dict[str, str]:
     unknown = set(overrides) - set(values)
     if unknown:
         raise ValueError(f"{path}: [defaults] declares no constant {', '.join(sorted(unknown))}")
-    values.update({k: encode(v) for k, v in overrides.items()})
+    values.update({k: _tla(v) for k, v in overrides.items()})
     return values
 
 
@@ -137,16 +169,17 @@ def cfg_text(
     substitute: Mapping[str, str] | None = None,
     constraint: str | None = None,
     properties: tuple[str, ...] = TEMPORAL,
+    invariants: tuple[str, ...] = INVARIANTS,
 ) -> str:
-    """A plain TLC config: constants, hook substitutions, the constraint, every invariant of
-    the vocabulary and ``properties``."""
+    """A plain TLC config: constants, hook substitutions, the constraint, ``invariants`` (every
+    invariant of the model's module) and ``properties``."""
     lines = [f"\\* Generated from spec/{MANIFEST} [{name}]: edit the manifest, not this file."]
     lines += ["SPECIFICATION Spec", "CONSTANTS"]
     lines += [f"    {k} = {v}" for k, v in constants.items()]
     lines += [f"    {hook} <- {by}" for hook, by in (substitute or {}).items()]
     if constraint:
         lines += ["CONSTRAINT", f"    {constraint}"]
-    lines += ["INVARIANTS", "    " + " ".join(INVARIANTS)]
+    lines += ["INVARIANTS", "    " + " ".join(invariants)]
     if properties:
         lines += ["PROPERTIES", "    " + " ".join(properties)]
     return "\n".join(lines) + "\n"
@@ -177,8 +210,14 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
     if (table.get("expect") == PASS) == bool(table.get("violates")):
         raise fail("needs expect = 'pass' or violates = [...]")
     spec = table.get("spec", BASE_SPEC)
+    module = module_of(path.parent / spec)
     defaults = _defaults(path.resolve())
-    constants = dict(defaults.get(Path(spec).stem, defaults[""]))
+    if module not in defaults:
+        raise fail(f"checks spec module {module}, whose constants need a [{DEFAULTS}.{module}]")
+    constants = dict(defaults[module])
+    props = module_properties(module)
+    invariants = tuple(p.name for p in props if p.kind is Kind.INVARIANT)
+    temporal = tuple(p.name for p in props if p.kind is Kind.TEMPORAL)
     overrides = table.get("constants", {})
     unknown = set(overrides) - set(constants)
     if unknown:
@@ -186,10 +225,10 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
             f"sets {', '.join(sorted(unknown))}, which [{DEFAULTS}] does not declare"
             " (a typo, or a new CONSTANT whose default belongs there)"
         )
-    constants.update({k: encode(v) for k, v in overrides.items()})
-    properties = tuple(table.get("properties", TEMPORAL))
-    if not set(properties) <= set(TEMPORAL):
-        raise fail(f"properties must be temporal properties of the vocabulary: {TEMPORAL}")
+    constants.update({k: _tla(v) for k, v in overrides.items()})
+    properties = tuple(table.get("properties", temporal))
+    if not set(properties) <= set(temporal):
+        raise fail(f"properties must be temporal properties of {module}: {temporal}")
     cfg = out / f"{name}.cfg"
     _write(
         cfg,
@@ -199,6 +238,7 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
             substitute=table.get("substitute", {}),
             constraint=table.get("constraint"),
             properties=properties,
+            invariants=invariants,
         ),
     )
     return Model(
@@ -211,6 +251,7 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
         fast_start=table.get("fast_start", True),
         constants=constants,
         properties=properties,
+        module=module,
         **{k: table.get(k) for k in FIGURES},
     )
 
@@ -291,8 +332,8 @@ def pairs() -> list[frozenset[str]]:
 
 
 def coverage(models: list[Model]) -> dict[frozenset[str], list[Model]]:
-    """Each pair -> the passing models (quick, then nightly) that hold it."""
-    passing = [m for m in models if m.tier in ("quick", "nightly")]
+    """Each pair -> the passing models of DataLoader.tla (quick, then nightly) that hold it."""
+    passing = [m for m in models if m.tier in ("quick", "nightly") and m.module == BASE_MODULE]
     return {p: [m for m in passing if p <= factors_of(m)] for p in pairs()}
 
 

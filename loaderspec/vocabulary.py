@@ -146,6 +146,13 @@ class PropertyName(enum.Enum):
     NO_ORPHAN_WORKERS = "NoOrphanWorkers"
     FAIL_STOP_AFTER_FATAL_ERROR = "FailStopAfterFatalError"
     PROMPT_FAULT_HANDLING = "PromptFaultHandling"
+    # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
+    RESUME_EQUIVALENCE = "ResumeEquivalence"
+    CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
+    SNAPSHOT_IS_IMMUTABLE = "SnapshotIsImmutable"
+    LOAD_IS_NEVER_IGNORED = "LoadIsNeverIgnored"
+    RESUME_ADVANCES = "ResumeAdvances"
+    RESUME_TOPOLOGY_EXPLICIT = "ResumeTopologyExplicit"
 
 
 @dataclass(frozen=True)
@@ -156,10 +163,11 @@ class Property:
     level: Level
     kind: Kind
     claim: str  # one sentence: what a correct loader guarantees
+    module: str = "DataLoader"  # the spec module (spec/<module>.tla) that defines it
 
     @property
     def name(self) -> str:
-        """The TLA+ definition name in spec/DataLoader.tla."""
+        """The TLA+ definition name in spec/<module>.tla."""
         return self.prop.value
 
 
@@ -270,9 +278,82 @@ PROPERTIES: tuple[Property, ...] = (
         " (torch's 5 s status-check interval is allowed, as NON-STRICT).",
     ),
 )
+
+# Checkpoint and resume (issue 19): spec/DataLoaderCheckpoint.tla, the user's state_dict() and
+# load_state_dict() over the iterator's handed-out history. Kept apart from PROPERTIES, whose
+# every member spec/DataLoader.tla defines and every DataLoader model checks.
+CHECKPOINT_MODULE = "DataLoaderCheckpoint"
+CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
+    Property(
+        P.RESUME_EQUIVALENCE,
+        Level.MUST,
+        Kind.INVARIANT,
+        "What was handed out before a checkpoint followed by what the resumed loader hands out"
+        " is what an uninterrupted run hands out: the same sequence with in_order=True, the"
+        " same multiset per epoch otherwise.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.CHECKPOINT_IS_HANDED_OUT,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A state counts exactly the batches handed out, whatever is buffered, in flight or"
+        " queued (and an epoch that raised StopIteration as over).",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.SNAPSHOT_IS_IMMUTABLE,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A state, once returned by state_dict(), never changes.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.LOAD_IS_NEVER_IGNORED,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A loaded state governs the next iter(), whatever was called before it (iter(),"
+        " state_dict(), live persistent workers), or the load raises.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.RESUME_ADVANCES,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A state taken after a resume is later than the one loaded, and every epoch after the"
+        " resumed one is whole.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.RESUME_TOPOLOGY_EXPLICIT,
+        Level.SHOULD,
+        Kind.INVARIANT,
+        "Resuming with another num_workers continues exactly, or raises a ValueError naming"
+        " both counts; never an assert, never a silent wrong stream.",
+        CHECKPOINT_MODULE,
+    ),
+)
 del P
 
-PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in PROPERTIES)
+# The user's calls in spec/DataLoaderCheckpoint.tla, each the loader method of that name (the
+# loader's own, not the protocol core's: the core only counts hand-outs, ``handed_out``). Not
+# trace records: trace-check validates a resumed iterator as a DataLoader.tla run.
+CHECKPOINT_ACTIONS: dict[str, str] = {
+    "UserIter": "__iter__",
+    "UserStateDict": "state_dict",
+    "UserLoadStateDict": "load_state_dict",
+}
+
+ALL_PROPERTIES: tuple[Property, ...] = PROPERTIES + CHECKPOINT_PROPERTIES
+PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in ALL_PROPERTIES)
+
+
+def module_properties(module: str) -> tuple[Property, ...]:
+    """The properties spec/<module>.tla defines (DataLoader's include TypeOK; so do the
+    checkpoint module's, which also defines its own TypeOK)."""
+    if module == CHECKPOINT_MODULE:
+        return (property_named("TypeOK"), *CHECKPOINT_PROPERTIES)
+    return tuple(p for p in ALL_PROPERTIES if p.module == module)
 
 
 def property_named(name: str | PropertyName) -> Property:
@@ -282,7 +363,7 @@ def property_named(name: str | PropertyName) -> Property:
         KeyError: naming the unknown property and listing the known ones.
     """
     value = name.value if isinstance(name, PropertyName) else name
-    for prop in PROPERTIES:
+    for prop in ALL_PROPERTIES:
         if prop.name == value:
             return prop
     known = ", ".join(sorted(PROPERTY_NAMES))

@@ -43,6 +43,7 @@ from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 from reference import wire
 from reference.arena import WorkerArena, small_batches_private
+from reference.checkpoint import start_fetcher
 from reference.core import Kind, Step
 from reference.loop import take
 from reference.messages import (
@@ -208,6 +209,7 @@ class _WorkerIO:
     ) -> None:
         self.core, self.conn, self.arena = core, channels.result, arena
         self.new_fetcher, self.fetcher = new_fetcher, fetcher
+        self.stateful_dataset: Any = None
 
     def fetch(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
         assert isinstance(message, Task)
@@ -216,6 +218,8 @@ class _WorkerIO:
             tracewriter.fetch_began(t_taken)  # a hang or error record is this step's
             kind, payload = _run_fetcher(self.fetcher, message, self.core.worker)
             tracewriter.fetch_began(None)
+            if kind is Kind.DATA and self.stateful_dataset is not None:
+                payload = (payload, self.stateful_dataset.state_dict())
         result = take(self.core, Action.WORKER_FETCH, message.idx, kind, payload, t=t_taken)
         del payload
         _send(self.core, self.conn, result, self.arena)
@@ -261,9 +265,12 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
-        seed = _seed(config.base_seed, worker_id)
+        # A resumed IterableDataset's round-robin starts at the shard whose batch comes next:
+        # this slot runs shard (slot + shard_offset) % num_workers (reference/checkpoint.py).
+        shard = (worker_id + config.shard_offset) % config.num_workers
+        seed = _seed(config.base_seed, shard)
         torch_worker._worker_info = torch_worker.WorkerInfo(
-            id=worker_id, num_workers=config.num_workers, seed=seed, dataset=config.dataset
+            id=shard, num_workers=config.num_workers, seed=seed, dataset=config.dataset
         )
         collate_fn = config.collate_fn
         if arena is not None:  # big batches go to its slots; small ones stay private
@@ -282,11 +289,14 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         try:
             if config.worker_init_fn is not None:
                 config.worker_init_fn(worker_id)
-            fetcher = new_fetcher()
+            start = None if config.starts is None else config.starts[shard]
+            fetcher = start_fetcher(new_fetcher, config.dataset, start)  # a resumed shard
         except Exception:
             core.init_failed(ExceptionWrapper(where=_where(worker_id)))
 
         io = _WorkerIO(core, channels, arena, new_fetcher, fetcher)
+        if config.stateful:  # each batch carries the dataset's state after it (checkpoint.py)
+            io.stateful_dataset = config.dataset
         while not core.exited:
             try:
                 message = _index_message(wire.recv(index_conn))

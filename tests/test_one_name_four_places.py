@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from loaderspec.actionmap import ACTION_CAN_BREAK
-from loaderspec.vocabulary import CORE_METHOD, Action, Actor
+from loaderspec.vocabulary import CHECKPOINT_ACTIONS, CHECKPOINT_MODULE, CORE_METHOD, Action, Actor
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "DataLoader.tla"
@@ -65,6 +65,20 @@ def test_every_action_is_a_spec_action():
     _require(SPEC)
     missing = missing_spec_actions(SPEC)
     assert not missing, f"spec/DataLoader.tla defines no action named {missing}"
+
+
+def test_every_checkpoint_action_is_a_step_of_its_spec_and_a_loader_method():
+    from reference import DataLoader
+
+    spec = ROOT / "spec" / f"{CHECKPOINT_MODULE}.tla"
+    _require(spec)
+    defined = _tla_definitions(spec)
+    text = re.sub(r"\(\*.*?\*\)|\\\*.*", "", spec.read_text())
+    for action, method in CHECKPOINT_ACTIONS.items():
+        assert action in defined, f"{spec.name} defines no action named {action}"
+        used = len(re.findall(rf"\b{action}\b", text))
+        assert used >= 2, f"{action} is defined but never a step of Next"
+        assert callable(getattr(DataLoader, method, None)), f"reference.DataLoader.{method}"
 
 
 def test_every_action_has_its_iflogged_wrapper():

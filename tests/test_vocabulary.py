@@ -5,6 +5,9 @@ import re
 import pytest
 
 from loaderspec.vocabulary import (
+    ALL_PROPERTIES,
+    CHECKPOINT_MODULE,
+    CHECKPOINT_PROPERTIES,
     CORE_METHOD,
     PROPERTIES,
     PROPERTY_NAMES,
@@ -31,9 +34,9 @@ def test_every_main_action_has_a_core_method_and_nothing_else_does():
 
 
 def test_property_names_are_unique_claims_one_per_enum_member():
-    assert len(PROPERTY_NAMES) == len(PROPERTIES)
-    assert [p.prop for p in PROPERTIES] == list(PropertyName)
-    for prop in PROPERTIES:
+    assert len(PROPERTY_NAMES) == len(ALL_PROPERTIES)
+    assert [p.prop for p in ALL_PROPERTIES] == list(PropertyName)
+    for prop in ALL_PROPERTIES:
         assert re.fullmatch(r"[A-Z][A-Za-z]+", prop.name)
         assert prop.name == prop.prop.value
         assert prop.claim.endswith(")") or prop.claim.endswith(".")
@@ -56,3 +59,18 @@ def test_a_property_is_found_by_name_or_by_member():
 def test_unknown_property_error_names_it_and_the_known_ones():
     with pytest.raises(KeyError, match=r"'InOrder'.*InOrderDelivery"):
         property_named("InOrder")
+
+
+def test_checkpoint_properties_are_the_issue_19_names_of_their_own_module():
+    assert [p.name for p in CHECKPOINT_PROPERTIES] == [
+        "ResumeEquivalence",
+        "CheckpointIsHandedOut",
+        "SnapshotIsImmutable",
+        "LoadIsNeverIgnored",
+        "ResumeAdvances",
+        "ResumeTopologyExplicit",
+    ]
+    assert {p.module for p in CHECKPOINT_PROPERTIES} == {CHECKPOINT_MODULE}
+    assert {p.module for p in PROPERTIES} == {"DataLoader"}
+    should = [p.name for p in CHECKPOINT_PROPERTIES if p.level is Level.SHOULD]
+    assert should == ["ResumeTopologyExplicit"]

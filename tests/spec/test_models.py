@@ -17,13 +17,29 @@ import pytest
 
 from loaderspec import manifest, modelcheck, tlc, variantcheck
 from loaderspec.tlavalues import as_function, parse
-from loaderspec.vocabulary import PROPERTIES, PROPERTY_NAMES, Action, Kind, Level, property_named
+from loaderspec.vocabulary import (
+    ALL_PROPERTIES,
+    CHECKPOINT_MODULE,
+    PROPERTIES,
+    PROPERTY_NAMES,
+    Action,
+    Kind,
+    Level,
+    module_properties,
+    property_named,
+)
 
 MANIFEST = modelcheck.load_manifest()
 QUICK = [m for m in MANIFEST if m.tier == "quick"]
 BROKEN = [m for m in MANIFEST if m.tier == "broken"]
 NIGHTLY = [m for m in MANIFEST if m.tier == "nightly"]
 SPEC = modelcheck.spec_dir() / "DataLoader.tla"
+CHECKPOINT_SPEC = modelcheck.spec_dir() / f"{CHECKPOINT_MODULE}.tla"
+
+
+# The pairwise design below is DataLoader.tla's; the checkpoint module's nightly models are
+# pairwise over its own factors (docs/checkpoint.md).
+LOADER_NIGHTLY = [m for m in NIGHTLY if m.module == "DataLoader"]
 TIMEOUT_S = 240.0
 
 
@@ -61,11 +77,13 @@ def test_the_manifest_is_the_only_source_of_the_models():
     # No hand-written model config beside the spec (the trace spec's template is not a model).
     handmade = [p.name for p in SPEC.parent.rglob("*.cfg") if p.name != "TraceDataLoader.cfg"]
     assert handmade == [], f"write these as tables of spec/models.toml: {handmade}"
-    # [defaults] gives every CONSTANT of the spec, no more (a new one needs its default there).
-    text = SPEC.read_text()
-    block = text[text.index("\nCONSTANTS\n") : text.index("\nASSUME")]
-    declared = re.findall(r"^[ \t]+([A-Za-z]\w*)\s*,?\s*(?:\\\*.*)?$", block, flags=re.M)
-    assert list(manifest.default_constants()) == declared
+    # [defaults] gives every CONSTANT of each spec module, no more (a new one needs its default
+    # there); the checkpoint module's in [defaults.DataLoaderCheckpoint].
+    for spec, module in ((SPEC, ""), (CHECKPOINT_SPEC, CHECKPOINT_MODULE)):
+        text = spec.read_text()
+        block = text[text.index("\nCONSTANTS\n") : text.index("\nASSUME")]
+        declared = re.findall(r"^[ \t]+([A-Za-z]\w*)\s*,?\s*(?:\\\*.*)?$", block, flags=re.M)
+        assert list(manifest.default_constants(module)) == declared, spec.name
     for model in MANIFEST:  # each generated cfg: every constant, at its model's value
         lines = model.cfg.read_text().splitlines()
         assert lines[0].startswith("\\* Generated from spec/models.toml"), model.name
@@ -88,7 +106,7 @@ def test_a_manifest_typo_is_refused(tmp_path: Path):
 
 
 def test_every_checkable_property_has_a_variant_that_violates_it():
-    checkable = {p.name for p in PROPERTIES if p.kind is not Kind.MEASURED}
+    checkable = {p.name for p in ALL_PROPERTIES if p.kind is not Kind.MEASURED}
     assert set().union(*(m.violates for m in BROKEN)) == checkable
 
 
@@ -113,7 +131,7 @@ def test_every_pair_of_factors_is_held_by_a_passing_model():
     # class (or of two of either) that a model can hold, some quick or nightly model holds.
     uncovered = [sorted(p) for p, models in manifest.coverage(MANIFEST).items() if not models]
     assert not uncovered, f"no model holds {uncovered}"
-    rows = [m.constants for m in NIGHTLY]
+    rows = [m.constants for m in LOADER_NIGHTLY]
     assert any(r["NumEpochs"] == "3" for r in rows), "three epochs once"
     for r in rows:  # a fault meets a refill: more tasks than the prefetch bound
         bound = int(r["PrefetchFactor"]) * int(r["NumWorkers"])
@@ -156,10 +174,20 @@ def test_spec_defines_every_action_and_every_checkable_property():
         assert re.search(rf"\b{action.value}\b", next_body), action.value
 
 
+def test_checkpoint_spec_defines_its_properties_and_every_model_checks_them():
+    defined = _definitions(CHECKPOINT_SPEC)
+    names = {p.name for p in module_properties(CHECKPOINT_MODULE)}
+    assert names <= defined
+    for model in MANIFEST:
+        if model.module == CHECKPOINT_MODULE:
+            assert set(tlc.cfg_invariants(model.cfg)) == names, model.name
+
+
 def test_every_broken_cfg_lists_every_property_for_a_readable_first_counterexample():
-    invariants = {p.name for p in PROPERTIES if p.kind is Kind.INVARIANT}
-    temporal = {p.name for p in PROPERTIES if p.kind is Kind.TEMPORAL}
     for model in BROKEN:
+        props = module_properties(model.module)
+        invariants = {p.name for p in props if p.kind is Kind.INVARIANT}
+        temporal = {p.name for p in props if p.kind is Kind.TEMPORAL}
         assert set(tlc.cfg_invariants(model.cfg)) == invariants, model.name
         assert set(tlc.cfg_properties(model.cfg)) == temporal, model.name
 
