@@ -129,3 +129,17 @@ def test_the_played_configurations_are_not_degenerate(examples, picks, wanted):
     print(covered)
     assert "empty" not in covered
     assert wanted <= set(covered), sorted(wanted - set(covered))
+
+
+def test_the_drawn_fault_schedules_cover_every_fault():
+    """The derandomized draws of the drawn fault cases (the quick one's 3, the whole suite's 10)
+    play every fault kind for worker processes, a kill between persistent epochs included."""
+    from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn
+
+    seen: list[schedules.Schedule] = []
+    for examples in (QUICK_EXAMPLES + 1, MORE_EXAMPLES):
+        strategy, picks = schedules.schedules("processes"), schedules.picks("processes")
+        check_drawn(strategy, seen.append, examples=examples, picks=picks, shrink_s=0)
+    for s in seen:
+        print(s.fault, s.at, s.n, s.workers)
+    assert {s.fault for s in seen} == set(schedules.FAULTS)
