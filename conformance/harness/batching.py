@@ -226,6 +226,7 @@ QUICK_PICKS = (
     Config(n=5, batch_size=None, workers=2, prefetch=1),
     Config(shards=(5, 4), n=0, batch_size=2, workers=2, persistent=True, epochs=2, abandon=1),
     Config(n=12, batch_size=3, sampling="shuffle_seeded", seed=11, workers=2, persistent=True),
+    Config(n=7, batch_size=2, sampling="sampler", order=(6, 0, 5, 1, 4), workers=2),
 )
 MORE_PICKS = (
     Config(n=7, batch_size=3, sampling="sampler", order=(6, 0, 5, 1, 4), workers=2, prefetch=1),
@@ -238,6 +239,7 @@ MORE_PICKS = (
     ),
     Config(n=5, batch_size=None, custom_collate=True, workers=1, prefetch=4),
     Config(shards=(3, 2), n=0, batch_size=None, workers=2, persistent=True, epochs=2, abandon=1),
+    Config(shards=(3, 5), n=0, batch_size=2, drop_last=True, workers=2, in_order=False),
     Config(
         n=10,
         batch_size=3,
@@ -432,8 +434,14 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
 
 def _compare_workers(grade: Grade, cfg: Config, r: Run, seeds: list[int], replay: str) -> None:
     """TypeOK: worker_init_fn(id) with get_worker_info() agreeing, seeds base_seed + id, each
-    worker started once per iterator (once in all with persistent workers)."""
+    worker started once per iterator (once in all with persistent workers), and started at all:
+    the harness's worker_init_fn (around the user's, if any) ran in some worker."""
     starts = cfg.epochs if not cfg.persistent else 1
+    if cfg.workers and not r.inits:
+        grade.fail(
+            "TypeOK", f"worker_init_fn run in each of {cfg.workers} workers", f"never run{replay}"
+        )
+        return
     by_base: dict[int, list[int]] = {}
     for init in r.inits:
         if init.worker_id_arg != init.worker_id or init.num_workers != cfg.workers:

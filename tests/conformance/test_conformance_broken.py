@@ -13,6 +13,7 @@ report.json of its runs and checks the graded outcome of its cases.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import subprocess
 import sys
@@ -74,15 +75,9 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             IT + "::test_every_item_raising_gives_one_error_per_batch",
         ],
     ),
-    "ignores_drop_last_for_iterables": (
-        "FAIL",
-        [EO + "::test_batches_are_torchs_for_drawn_configurations"],
-    ),
-    "same_shuffle_every_epoch": (
-        "FAIL",
-        [EO + "::test_batches_are_torchs_for_drawn_configurations"],
-    ),
-    "ignores_sampler": ("FAIL", [EO + "::test_batches_are_torchs_for_more_drawn_configurations"]),
+    "ignores_drop_last_for_iterables": ("FAIL", [DRAWN, MORE_DRAWN]),
+    "same_shuffle_every_epoch": ("FAIL", [DRAWN, MORE_DRAWN]),
+    "ignores_sampler": ("FAIL", [DRAWN, MORE_DRAWN]),
     "threads_untagged_epochs": (
         "FAIL",
         [NSTALE + "::test_abandoned_epoch_leaves_nothing_stale_for_the_next"],
@@ -125,7 +120,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "leaks_threads_and_fds": (
         "FAIL",
-        [SC + "::test_fd_count_stays_flat_across_persistent_pinned_loaders"],
+        [
+            SC + "::test_fd_count_stays_flat_across_persistent_pinned_loaders",
+            PE + "::test_abandoned_iterable_epoch_leaves_the_next_whole",
+        ],
     ),
     "stops_after_error": (
         "FAIL",
@@ -173,7 +171,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "ignores_worker_init_fn": (
         "FAIL",
-        [C + "test_type_ok.py::test_worker_init_fn_runs_before_the_worker_fetches"],
+        [C + "test_type_ok.py::test_worker_init_fn_runs_before_the_worker_fetches", DRAWN],
     ),
     "survives_parent": ("FAIL", [NOW]),
     "keeps_exhausted_worker": (
@@ -315,9 +313,21 @@ def plan_groups(names: list[str]) -> list[dict[str, str]]:
     return [g for g in groups if g]
 
 
-def _collect() -> list[str]:
+@functools.cache
+def _collect(*args: str) -> list[str]:
+    """The node ids of the suite's cases (`args`: more pytest options, e.g. `-m quick`)."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance", "--co", "-q", "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "conformance",
+            "--co",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -397,6 +407,59 @@ def test_every_case_has_a_broken_loader_that_catches_it() -> None:
         c for c in cases if not any(_matches(c, s) for _, sels in BROKEN.values() for s in sels)
     ]
     assert uncovered == [], f"cases no broken loader is shown to fail: {uncovered}"
+
+
+# Broken loaders the quick selection (`-m quick`) does not grade as they are graded in the whole
+# suite, and why (issue 25: the quick selection is chosen to catch what the whole suite catches).
+QUICK_MISSES = {
+    "breaks_under_spawn": "only a spawn or forkserver start shows it: 11-12 s each on the"
+    " reference, a fifth of the quick selection's 60 s",
+    "never_pins": "only the pin-memory case grades it (NON-STRICT, a SHOULD): 9 s on the reference",
+}
+# Broken loaders shown failing one case function only: each caught by one shape of scenario so
+# far (it may fail others, not shown). Issue 25's single points of detection are off this list.
+SINGLE_POINTS = {
+    "breaks_under_spawn",
+    "no_timeout",
+    "threads_untagged_epochs",
+    "threads_join_exhausted",
+    "pipes_waits_for_blocked_writers",
+    "pipes_ignores_done_event",
+    "pipes_never_reaps",
+    "keeps_going_after_timeout",
+    "reads_window_ahead",
+    "restarts_after_stop",
+    "never_pins",
+    "reseeds_workers",
+    "keeps_exhausted_worker",
+    "slow_death_report",
+    "leaks_shared_batches",
+}
+
+
+def _functions(cases: list[str], selectors: list[str]) -> set[str]:
+    return {c.split("[")[0] for c in cases if any(_matches(c, s) for s in selectors)}
+
+
+def test_the_quick_selection_grades_every_broken_loader_but_the_named() -> None:
+    """Each broken loader gets its whole-suite grade from a case of the quick selection (a
+    selector of BROKEN, each shown by test_broken_loader_fails_its_cases), but QUICK_MISSES."""
+    quick = _collect("-m", "quick")
+    caught = {name for name, (_, sels) in BROKEN.items() if _functions(quick, sels)}
+    print(
+        f"\n{len(caught)} of {len(BROKEN)} broken loaders graded in the quick selection"
+        f" ({len(quick)} cases); not: {sorted(set(BROKEN) - caught)}"
+    )
+    assert set(BROKEN) - caught == set(QUICK_MISSES)
+
+
+def test_every_broken_loader_is_caught_by_two_cases_but_the_named() -> None:
+    """No single point of detection: each broken loader fails (or is graded NON-STRICT by) at
+    least two case functions, but the SINGLE_POINTS named so far."""
+    cases = _collect()
+    single = {name for name, (_, sels) in BROKEN.items() if len(_functions(cases, sels)) < 2}
+    print(f"\n{len(BROKEN) - len(single)} of {len(BROKEN)} broken loaders caught by 2+ cases")
+    assert single == SINGLE_POINTS
 
 
 def test_every_broken_loader_module_is_used() -> None:

@@ -106,7 +106,7 @@ MUST_COVER = {
         (
             2,
             batching.QUICK_PICKS,
-            MUST_COVER - {"batch_size=None, custom collate", "sampling=sampler"},
+            MUST_COVER - {"batch_size=None, custom collate"},
         ),
         (10, batching.MORE_PICKS, MUST_COVER),
     ],
