@@ -299,7 +299,11 @@ def _named(ident: Identity | None, pid: int, ids: dict[int, Identity], r: _Run) 
     clock = time.strftime("%H:%M:%S", time.gmtime(ident.started))
     # Against the loader's process's own start: the same clock (the boot time psutil adds).
     loader = ids.get(r.pid)
-    since = "" if loader is None else f" ({ident.started - loader.started:+.2f} s after the loader's process)"
+    since = (
+        ""
+        if loader is None
+        else f" ({ident.started - loader.started:+.2f} s after the loader's process)"
+    )
     cmd = ident.cmdline if len(ident.cmdline) <= _CMD_MAX else ident.cmdline[:_CMD_MAX] + " …"
     return (
         f"pid {pid}: {role}; parent {ident.ppid}; started {clock} UTC{since};"

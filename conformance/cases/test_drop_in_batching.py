@@ -8,6 +8,7 @@ import pytest
 
 from conformance.harness import Grade, checks, kwargs, play
 from conformance.harness.batching import Config, compare
+from faultinject.events import Len, Stop
 
 PROP = "ExactlyOnce"
 
@@ -32,11 +33,11 @@ def test_custom_batch_sampler_batches_are_handed_out_as_given(
         len_of_loader=True,
         kwargs=kwargs(2, 2, batch_sampler=given, persistent_workers=True),
     )
-    length = r.first("len", epoch=None)
-    if length is None or length["value"] != len(given):
+    length = r.first(Len, epoch=None)
+    if length is None or length.length != len(given):
         grade.fail(PROP, f"len(loader) {len(given)}", f"{length}")
     for epoch in range(2):
-        if r.batches(epoch) != given or not r.of(epoch, "stop"):
+        if r.batches(epoch) != given or not r.of(epoch, Stop):
             grade.fail(PROP, f"epoch {epoch}: {given}", f"{r.batches(epoch)} then {r.last(epoch)}")
     checks.nothing_left(grade, r)
 

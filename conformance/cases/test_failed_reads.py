@@ -10,6 +10,7 @@ import pytest
 
 from conformance.harness import Grade, accelerator, checks, kwargs, needs_worker_processes, play
 from faultinject.driver import Run
+from faultinject.events import Error
 from faultinject.faults import Unloadable
 
 PROP = "NoSilentLoss"
@@ -17,7 +18,7 @@ NO_READ = "a thread worker's result is handed over as an object, never read back
 
 
 def _raised(grade: Grade, r: Run, what: str) -> None:
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     if not errors:
         grade.fail(
             PROP,
@@ -28,7 +29,7 @@ def _raised(grade: Grade, r: Run, what: str) -> None:
     before = r.batches()
     if before not in ([], [[0]], [[0], [1]]):  # the failed read may come while item 1 is awaited
         grade.fail("ExactlyOnce", "at most items 0 and 1 before the error", f"{before}")
-    grade.bounded("IterationTerminates", "read_error_s", errors[0]["dt"], f"{what} raised")
+    grade.bounded("IterationTerminates", "read_error_s", errors[0].dt, f"{what} raised")
 
 
 @pytest.mark.quick

@@ -16,6 +16,7 @@ from conformance.harness import (
     play,
 )
 from faultinject.driver import Run
+from faultinject.events import Error, Stop
 
 SHARD = 1_000_000  # FaultyIterable: item k of shard w is w * SHARD + k
 
@@ -23,7 +24,7 @@ SHARD = 1_000_000  # FaultyIterable: item k of shard w is w * SHARD + k
 def _whole_epoch(grade: Grade, r: Run, epoch: int, shards: tuple[int, ...]) -> None:
     want = sorted(w * SHARD + k for w, length in enumerate(shards) for k in range(length))
     got = sorted(r.items(epoch))
-    if got != want or not r.of(epoch, "stop") or r.of(epoch, "error"):
+    if got != want or not r.of(epoch, Stop) or r.of(epoch, Error):
         grade.fail(
             "ExactlyOnce",
             f"epoch {epoch} after an abandoned one: every item once ({want}) then StopIteration",
@@ -64,11 +65,11 @@ def test_abandoned_iterable_epoch_leaves_the_next_whole(loader_cls: type, grade:
 def _raised_or_whole(grade: Grade, r: Run, epoch: int, whole: int) -> None:
     """WorkerDeathRaises: the epoch after the idle worker's death raised (within the bounds)
     or handed out all `whole` batches then StopIteration (a loader that restarts workers)."""
-    errors = r.of(epoch, "error")
+    errors = r.of(epoch, Error)
     if errors:
-        grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0]["dt"], "idle death raised")
+        grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0].dt, "idle death raised")
         return
-    if not r.of(epoch, "stop") or len(r.batches(epoch)) != whole:
+    if not r.of(epoch, Stop) or len(r.batches(epoch)) != whole:
         grade.fail(
             "WorkerDeathRaises",
             f"epoch {epoch} after a worker died between epochs: an error, or {whole} batches"
@@ -100,7 +101,7 @@ def test_death_between_persistent_epochs_is_reported_by_the_next(
         kwargs=kwargs(2, 2, batch_size=2, persistent_workers=True),
         must="WorkerDeathRaises",
     )
-    if r.batches(0) != [[0, 1], [2, 3], [4, 5], [6, 7]] or not r.of(0, "stop"):
+    if r.batches(0) != [[0, 1], [2, 3], [4, 5], [6, 7]] or not r.of(0, Stop):
         grade.fail("ExactlyOnce", "epoch 0 whole", f"{r.batches(0)} then {r.last(0)}")
     _raised_or_whole(grade, r, 1, 4)
     checks.nothing_left(grade, r)

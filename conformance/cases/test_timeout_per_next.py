@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.harness import Grade, checks, kwargs, play
+from faultinject.events import Error, Stop
 
 PROP = "IterationTerminates"
 
@@ -29,7 +30,7 @@ def test_timeout_does_not_count_the_users_time_between_batches(
         kwargs=kwargs(2, 1, batch_size=1, timeout=1.0),
     )
     expected = [[i] for i in range(8)]
-    if r.of(0, "error") or r.batches() != expected or not r.of(0, "stop"):
-        errors = [e["value"] for e in r.of(0, "error")]
+    if r.of(0, Error) or r.batches() != expected or not r.of(0, Stop):
+        errors = [e.text for e in r.of(0, Error)]
         grade.fail(PROP, f"{expected} and no error", f"{r.batches()}, errors {errors}")
     checks.nothing_left(grade, r)

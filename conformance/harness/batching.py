@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader as TorchLoader
 from conformance.harness.grading import Grade
 from faultinject.datasets import FaultyDataset, FaultyIterable
 from faultinject.driver import Leave, Plan, Run, describe
+from faultinject.events import Error, Len, Stop
 
 __all__ = [
     "DROP_IN_ORDER",
@@ -356,11 +357,11 @@ def _compare_len(grade: Grade, cfg: Config, r: Run, replay: str) -> bool:
     want = torch_len(cfg)
     if want is None:
         return True
-    got = r.first("len", epoch=None)
-    if got is None or got["value"] != want:
-        seen = "no len event" if got is None else got["value"]
-        if got is None and (error := r.first("error", epoch=None)) is not None:
-            seen = error["value"]
+    got = r.first(Len, epoch=None)
+    if got is None or got.length != want:
+        seen = "no len event" if got is None else got.length
+        if got is None and (error := r.first(Error, epoch=None)) is not None:
+            seen = error.text
         grade.fail("ExactlyOnce", f"len(loader) {want}, as torch's", f"{seen}{replay}")
         return False
     return True
@@ -392,11 +393,11 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
     same_order = True
     for epoch, want in enumerate(expected):
         got = r.batches(epoch)
-        if epoch == 0 and cfg.abandon is not None and not r.of(0, "stop"):
+        if epoch == 0 and cfg.abandon is not None and not r.of(0, Stop):
             if not _compare_abandoned(grade, cfg, r, want, replay):
                 return
             continue
-        if not r.of(epoch, "stop") or r.of(epoch, "error"):
+        if not r.of(epoch, Stop) or r.of(epoch, Error):
             grade.fail(
                 "ExactlyOnce",
                 f"epoch {epoch}: {len(want)} batches then StopIteration",

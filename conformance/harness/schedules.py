@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from conformance.harness import checks
 from conformance.harness.grading import Grade
 from faultinject.driver import Leave, Plan, Run
+from faultinject.events import Error, Stop
 from faultinject.faults import Die, Fault, Hang, Raise
 from faultinject.loaders import WorkerKind
 
@@ -163,13 +164,13 @@ def _judge_between(grade: Grade, schedule: Schedule, r: Run, replay: str) -> Non
     the bounds (WorkerDeathRaises) or is whole too (a loader that restarts its workers)."""
     everything = list(range(schedule.n))
     for epoch in (0, 1):
-        errors = r.of(epoch, "error")
+        errors = r.of(epoch, Error)
         if epoch == 1 and errors:
             grade.bounded(
-                "WorkerDeathRaises", "death_reported_s", errors[0]["dt"], f"idle death{replay}"
+                "WorkerDeathRaises", "death_reported_s", errors[0].dt, f"idle death{replay}"
             )
             return
-        if errors or not r.of(epoch, "stop") or sorted(r.items(epoch)) != everything:
+        if errors or not r.of(epoch, Stop) or sorted(r.items(epoch)) != everything:
             grade.fail(
                 "ExactlyOnce" if epoch == 0 else "WorkerDeathRaises",
                 f"epoch {epoch}: items {everything} then StopIteration"
@@ -198,7 +199,7 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
         _judge_between(grade, schedule, r, replay)
         return
     everything = set(range(schedule.n))
-    if r.of(0, "stop"):
+    if r.of(0, Stop):
         missing = sorted(everything - set(items))
         lost = set(missing)
         if schedule.fault == "raise":
@@ -211,7 +212,7 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
                 f"StopIteration with items {sorted(lost)} never handed out{replay}",
             )
             return
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     if _task_lost(schedule, r):
         if not errors:
             grade.fail(
@@ -221,13 +222,13 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
             )
             return
         grade.bounded(
-            "WorkerDeathRaises", "death_reported_s", errors[0]["dt"], f"worker death raised{replay}"
+            "WorkerDeathRaises", "death_reported_s", errors[0].dt, f"worker death raised{replay}"
         )
-    if schedule.fault == "hang" and not any("timed out" in str(e["value"]) for e in errors):
+    if schedule.fault == "hang" and not any("timed out" in e.text for e in errors):
         grade.fail(
             "IterationTerminates",
             "a 'timed out' error for the hung fetch",
-            f"{[e['value'] for e in errors]}, last {r.last()}{replay}",
+            f"{[e.text for e in errors]}, last {r.last()}{replay}",
         )
         return
     if schedule.fault == "raise":
