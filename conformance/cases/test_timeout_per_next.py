@@ -27,6 +27,7 @@ def test_timeout_does_not_count_the_users_time_between_batches(
         loader_cls,
         n=8,
         pause_s=0.4,
+        pause_ahead=8,  # more than there are items: each pause runs its full 0.4 s
         kwargs=kwargs(2, 1, batch_size=1, timeout=1.0),
     )
     expected = [[i] for i in range(8)]
