@@ -20,7 +20,7 @@ from bench.rows import Row, na
 from faultinject.driver import Await, Leave, Plan, Run, run
 from faultinject.events import Awaited, Batch, Dropped, Error, Killed, LoaderDropped
 from faultinject.faults import Hang
-from faultinject.plans import parent_dies_while
+from faultinject.plans import WorkerState, parent_dies_while
 
 SECTION = "faults"
 STARTUP_S = 30.0  # a spawned child's loader starting its workers on 2 loaded cores
@@ -190,16 +190,16 @@ def worker_death(loader: str, runs: int, deadline_s: float) -> list[Row]:
         )
     else:
         death = Row(SECTION, name, value, "ms", _join(detail, target))
-    seen = sum(later.values())
+    later_runs = sum(later.values())
     later_detail = (
-        f"{seen} runs: {later['raised']} raised at once, {later['batches']} still handed out "
+        f"{later_runs} runs: {later['raised']} raised at once, {later['batches']} still handed out "
         f"batches ({handed_out} in all), {later['StopIteration']} ended (StopIteration), "
         f"{later['hung']} hung > {deadline_s:g} s"
     )
-    bounded = seen > 0 and later["raised"] == seen and bool(later_ms)
+    bounded = later_runs > 0 and later["raised"] == later_runs and bool(later_ms)
     if loader == "reference":
         later_detail += f"; target fail-stop: {'met' if bounded else 'missed'}"
-    if not seen:
+    if not later_runs:
         later_row = Row(
             SECTION,
             later_name,
@@ -230,7 +230,7 @@ STATES = {
 }
 
 
-def orphan_exit(loader: str, state: str, runs: int, deadline_s: float) -> Row:
+def orphan_exit(loader: str, state: WorkerState, runs: int, deadline_s: float) -> Row:
     """After SIGKILL of the loader's process: seconds until its last worker has exited."""
     name = f"orphan exit after parent SIGKILL, {STATES[state]} ({loader})"
     figures: list[float] = []
@@ -341,7 +341,7 @@ def rows(
     def death(name: str) -> list[Row]:
         return worker_death(name, runs_death, deadline_s)
 
-    def orphans(state: str, runs: int) -> Any:
+    def orphans(state: WorkerState, runs: int) -> Any:
         return lambda name: [orphan_exit(name, state, runs, deadline_s)]
 
     measures: list[tuple[list[tuple[str, str]], Any]] = [

@@ -166,6 +166,7 @@ def _one(loader_cls: type, work: Workload, max_s: float) -> dict[str, Any]:
             first = time.perf_counter()
             main_first = _self_cpu_s()
         if count % every == 0:
+            # map(max, ...) over two equal-length tuples: mypy cannot see its length.
             peaks = tuple(map(max, peaks, _sample(me)))  # type: ignore[assignment]
         if count == work.batches or time.perf_counter() - first > max_s:
             # the rate stops at the last batch, before the shutdown

@@ -51,8 +51,10 @@ __all__ = [
     "load",
 ]
 
-EXPECTED, FIXED, REGRESSION = "expected", "fixed", "regression"
 Status = Literal["expected", "fixed", "regression"]
+EXPECTED: Status = "expected"
+FIXED: Status = "fixed"
+REGRESSION: Status = "regression"
 ALLOWED = (FAIL, NON_STRICT, SKIP)
 _BADNESS = {PASS: 0, NON_STRICT: 1, FAIL: 2}
 
@@ -91,7 +93,7 @@ class Expectations:
     def of(self, cid: str) -> Expectation | None:
         """The entry covering case ``cid`` (its own entry before its function's)."""
         own = [e for e in self.entries if e.id == cid]
-        return (own or [e for e in self.entries if ids.covers(e.id, cid)] or [None])[0]
+        return next(iter(own or [e for e in self.entries if ids.covers(e.id, cid)]), None)
 
     def status(self, cid: str, outcome: str) -> Status | None:
         """How ``outcome`` of case ``cid`` compares with its entry (None: no entry)."""

@@ -246,9 +246,9 @@ def _mark_expected(report: pytest.TestReport, entry: expect.Expectation | None) 
     reason = f"expected FAIL: {entry.reason}"
     if report.failed:
         report.outcome = "skipped"
-        report.wasxfail = reason  # type: ignore[attr-defined]
+        report.wasxfail = reason
     elif report.passed and report.when == "call":
-        report.wasxfail = reason  # type: ignore[attr-defined]
+        report.wasxfail = reason
 
 
 @pytest.hookimpl(wrapper=True)
@@ -262,6 +262,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     phases.append((report.when, report.outcome, _detail(report), report.duration))
     g = item.stash.get(_GRADE, None)
     if report.when == "call" and g is not None and g.non_strict_notes:
+        # Our own attribute on pytest's report (read by the summary hook); undeclared there.
         report.loaderspec_non_strict = True  # type: ignore[attr-defined]
     entry = run.expectations.of(info.id) if run.expectations else None
     _mark_expected(report, entry)
@@ -283,6 +284,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         }
         if entry is not None:
             case["expected"] = {"outcome": entry.outcome, "reason": entry.reason}
+        # Our own attribute on pytest's report (read by the JSON report); undeclared there.
         report.loaderspec_case = case  # type: ignore[attr-defined]
         report.user_properties.extend(_junit_properties(case))
         item.stash[_PHASES] = []  # the next run (--conformance-repeat) starts afresh

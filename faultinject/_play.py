@@ -24,7 +24,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from faultinject import loaders, processes, records, sandbox
 from faultinject.events import (
@@ -44,9 +44,12 @@ from faultinject.events import (
     Refused,
     Stop,
 )
-from faultinject.faults import COLLATE_POINTS, Raise
+from faultinject.faults import COLLATE_POINTS, Die, Raise
 from faultinject.limits import nofile
 from faultinject.plan import MUST_BOUND_S, Await, Leave, Plan
+
+if TYPE_CHECKING:
+    import torch
 
 E = TypeVar("E", bound=Event)
 
@@ -99,7 +102,7 @@ def describe(batch: Any) -> Any:
     return {type(batch).__name__: repr(batch)}
 
 
-def torch_tensor_type() -> type:
+def torch_tensor_type() -> type[torch.Tensor]:
     """`torch.Tensor`, imported on first use (the driver itself does not need torch)."""
     import torch
 
@@ -223,13 +226,18 @@ class _Driver:
     def kwargs(self) -> dict[str, Any]:
         """The loader's arguments, with the faults that fire in collate or worker_init put in
         wrappers around the user's own functions."""
-        from faultinject import collate, worker_init
+        from faultinject._collate import collate
+        from faultinject._worker_init import worker_init
         from faultinject.datasets import EpochSampler
 
         out = dict(self.plan.kwargs)
         if self.plan.tag_epochs and self.epoch_file is not None:
             out["sampler"] = EpochSampler(self.plan.n, self.epoch_file)
-        in_collate = [f for f in self.plan.faults if getattr(f, "point", None) in COLLATE_POINTS]
+        in_collate = [
+            f
+            for f in self.plan.faults
+            if isinstance(f, Die | Raise) and getattr(f, "point", None) in COLLATE_POINTS
+        ]
         if in_collate:
             out["collate_fn"] = collate(*in_collate, base=out.get("collate_fn"))
         in_init = [

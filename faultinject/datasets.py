@@ -185,11 +185,11 @@ class _Faulty:
         if self.cost_s > 0:
             time.sleep(self.cost_s)
         mine = [f for f in self.faults if not isinstance(f, SkewWorker) and f.at in (at, EVERY)]
-        for f in mine:
-            self._before(f, index, k)
+        for fault in mine:
+            self._before(fault, index, k)
         item = make()
-        for f in mine:
-            item = self._after(f, index, k, item)
+        for fault in mine:
+            item = self._after(fault, index, k, item)
         self._record(index, k, "fetched")
         return item
 
@@ -205,22 +205,24 @@ class _Faulty:
         fire = _AFTER.get(type(f))
         return item if fire is None else fire(self, f, index, k, item)
 
-    def _claimed(self, f: Fault, k: int | None, *, here: bool = False) -> bool:
-        """Whether `f` fires now: its once-only claim is ours (and, `here`, this process may be
-        killed or hung by it: not the loader's own)."""
-        if here and not _fire.may_fire_here(f, self.home_pid, self.home_tid):
-            return False
+    def _claimed(self, f: Fault, k: int | None) -> bool:
+        """Whether `f` fires now: its once-only claim is ours."""
         return _fire.claim_once(self.state_dir, f, k)
+
+    def _claimed_here(self, f: Die | Hang, k: int | None) -> bool:
+        """Whether `f` fires now, in this process (not the loader's own, which it would kill or
+        hang): its once-only claim is ours."""
+        return _fire.may_fire_here(f, self.home_pid, self.home_tid) and self._claimed(f, k)
 
     # ---- before the item is made: one row per fault type
 
     def _die_before(self, f: Die, index: int, k: int | None) -> None:
-        if f.point == "before_fetch" and self._claimed(f, k, here=True):
+        if f.point == "before_fetch" and self._claimed_here(f, k):
             self._fault_record("Die:before_fetch", index, k)
             _fire.fire_die(f)
 
     def _hang(self, f: Hang, index: int, k: int | None) -> None:
-        if self._claimed(f, k, here=True):
+        if self._claimed_here(f, k):
             self._fault_record("Hang", index, k)
             _fire.fire_hang(f)
 
@@ -288,6 +290,11 @@ _AFTER: dict[type, Callable[[_Faulty, Any, int, int | None, Any], Any]] = {
     Raise: _Faulty._arm_collate,
     Die: _Faulty._die_after,
 }
+
+
+def _const(value: Any) -> Callable[[], Any]:
+    """A maker of `value` (bound now, not when called)."""
+    return lambda: value
 
 
 class FaultyDataset(_Faulty, Dataset):
@@ -378,7 +385,7 @@ class FaultyIterable(_Faulty, IterableDataset):
         for w in shards:
             for k in range(self.shard_lengths[w]):
                 value = w * SHARD_STRIDE + k
-                yield self._fetch(k, value, k, lambda v=value: v)
+                yield self._fetch(k, value, k, _const(value))
 
     def __repr__(self) -> str:
         return f"FaultyIterable({list(self.shard_lengths)}, faults={list(self.faults)!r})"

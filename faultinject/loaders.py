@@ -115,6 +115,7 @@ def resolve(value: str, source: str = "argument") -> type:
         obj = getattr(obj, part)
     if not callable(obj):
         raise LoaderRefError(MSG_NOT_CALLABLE.format(kind=type(obj).__name__, **fields))
+    # callable() is checked above; what a user names is typed object until then.
     return obj  # type: ignore[return-value]
 
 

@@ -204,10 +204,10 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
 def _fault(action: str, before: dict[str, Any], worker: Any) -> Any:
     """The faultinject fault for a fault step of ``worker``: at the task it takes next, or (an
     idle worker with nothing queued, or one busy putting) at the task it holds / got first."""
-    from faultinject.faults import Die, Hang, Raise
+    from faultinject.faults import Die, DiePoint, Hang, Raise
 
     task = _head_task(before, worker)
-    point = "before_fetch"
+    point: DiePoint = "before_fetch"
     if task is None and before["worker_state"][worker] == "busy":
         task, point = before["worker_msg"][worker]["idx"], "after_fetch"
     if task is None or task < 0:
@@ -326,7 +326,8 @@ def violations(replay: Replay) -> list[str]:
                 checks.in_order(grade, r, epoch)
     if any(isinstance(f, Die) for f in s.faults) and s.drop_at is None:
         injected = {"InjectedError"}  # Raise's default type: the scenario's, not the death's
-        died = next((e.epoch for e in r.of(None, Error) if e.type not in injected), 0)
+        deaths = (e.epoch for e in r.of(None, Error) if e.type not in injected)
+        died = next((epoch for epoch in deaths if epoch is not None), 0)
         checks.death_reported(grade, r, died, ignore=injected)
     return grade.violations
 

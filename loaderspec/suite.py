@@ -54,13 +54,14 @@ def owns(path: str | Path | None) -> bool:
 def _origin(name: str) -> str | None:
     module = sys.modules.get(name)
     if module is not None:
-        paths = list(getattr(module, "__path__", [])) or [getattr(module, "__file__", None)]
+        paths: list[str | None] = list(getattr(module, "__path__", []))
+        paths = paths or [getattr(module, "__file__", None)]
         return paths[0]
     spec = importlib.util.find_spec(name)
     if spec is None:
         return None
-    locations = list(spec.submodule_search_locations or []) or [spec.origin]
-    return locations[0]
+    locations: list[str | None] = list(spec.submodule_search_locations or [])
+    return (locations or [spec.origin])[0]
 
 
 def activate() -> Path:

@@ -242,9 +242,9 @@ def parse_output(output: str, returncode: int | None, cfg: Path | None = None) -
         violated = props[0] if len(props) == 1 else TEMPORAL
     elif "Error: The behavior up to this point is:" in output:
         # TLC 2.15's distributed mode does not name the invariant: a config with one names it.
-        readable = cfg is not None and cfg.is_file()
-        invariants = cfg_invariants(cfg) if readable else []
-        one = len(invariants) == 1 and not (cfg_properties(cfg) if readable else [])
+        readable = cfg if cfg is not None and cfg.is_file() else None
+        invariants = cfg_invariants(readable) if readable else []
+        one = len(invariants) == 1 and not (cfg_properties(readable) if readable else [])
         violated = invariants[0] if one else UNNAMED
     elif returncode != 0 or "Error:" in output or "No error has been found" not in output:
         violated = TLC_ERROR

@@ -233,7 +233,7 @@ def _violations(output: str) -> dict[int, tuple[str, int, dict[str, str]]]:
 def _run_model(
     workdir: Path, name: str, runs: Sequence[Run], constants: Constants, **cfg: object
 ) -> tlc.TlcResult:
-    tla, cfg_path = write_model(workdir, name, runs, constants, **cfg)  # type: ignore[arg-type]
+    tla, cfg_path = write_model(workdir, name, runs, constants, **cfg)
     return tlc.run_tlc(
         tla,
         cfg_path,
@@ -301,7 +301,8 @@ def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
     if verdict.line is None:
         return verdict
     _, state = _state_at(workdir, verdict.run, constants, verdict.line)
-    enabled, post = (None, {})
+    enabled: Any = None
+    post: dict[str, Any] = {}
     if verdict.status == NOT_A_BEHAVIOUR:
         enabled, post = _state_at(
             workdir, verdict.run, constants, verdict.line + 1, check_post=False

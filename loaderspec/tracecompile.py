@@ -16,13 +16,13 @@ the trace spec: a zero-arity definition that TLC evaluates once. (Substituting a
 
 from __future__ import annotations
 
-import importlib.resources
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loaderspec.modelcheck import spec_dir
 from loaderspec.tlavalues import encode
 from loaderspec.traces import Record, Run
 
@@ -37,11 +37,6 @@ SPEC_STEP = "SpecStep"
 
 class TraceConfigError(ValueError):
     """A run's ``Config`` header cannot be turned into the spec's constants."""
-
-
-def spec_dir() -> Path:
-    """The folder holding ``DataLoader.tla`` and ``TraceDataLoader.tla`` (the installed copy)."""
-    return Path(str(importlib.resources.files("loaderspec.spec")))
 
 
 @dataclass(frozen=True)

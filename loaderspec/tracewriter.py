@@ -234,7 +234,7 @@ def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = 
     if not ENABLED:
         return
     _write_lock.acquire()
-    fields = {
+    fields: dict[str, Any] = {
         "t": time.monotonic_ns(),
         "pid": os.getpid(),
         "actor": action.actor.value,

@@ -110,7 +110,9 @@ def _map(fd: int, length: int, offset: int, populate: bool = False) -> np.ndarra
     if addr is None or addr == _MAP_FAILED:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
-    return np.frombuffer((ctypes.c_char * length).from_address(addr), dtype=np.uint8)
+    page = (ctypes.c_char * length).from_address(addr)
+    # numpy's stubs take no ctypes array, which exports the buffer protocol:
+    return np.frombuffer(page, dtype=np.uint8)  # type: ignore[call-overload]
 
 
 def _unmap(arrays: list[np.ndarray]) -> None:
@@ -189,7 +191,8 @@ class _Counters:
 
     def __init__(self, fd: int) -> None:
         self.page = _map(fd, _HEADER_BYTES, 0)
-        self.words = memoryview(self.page).cast("I")
+        # numpy's stubs lack the buffer protocol an ndarray has.
+        self.words = memoryview(self.page).cast("I")  # type: ignore[arg-type]
 
     def bump(self, index: int) -> None:
         """Add one to counter ``index`` (its only writer calls this)."""
@@ -295,6 +298,7 @@ class WorkerArena:
                 return torch_new_shared(size, device=device)
             return arena.new_storage(size)
 
+        # Replacing torch's classmethod for this process's shared storages (see above).
         torch.UntypedStorage._new_shared = classmethod(new_shared)  # type: ignore[method-assign,assignment]
 
     def new_storage(self, nbytes: int) -> torch.UntypedStorage:
@@ -370,7 +374,8 @@ class WorkerArena:
         storage = self._take(t.numel() * t.element_size())
         if storage is None:
             return None
-        out = torch.empty(0, dtype=t.dtype).set_(storage, 0, t.shape)
+        # torch's stubs type set_'s storage as TypedStorage; an UntypedStorage is what it takes.
+        out = torch.empty(0, dtype=t.dtype).set_(storage, 0, t.shape)  # type: ignore[call-overload]
         out.copy_(t)
         return out
 

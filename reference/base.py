@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch.utils.data import _DatasetKind
@@ -18,14 +18,52 @@ from torch.utils.data._utils import pin_memory as torch_pin_memory
 
 from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV
 
-if TYPE_CHECKING:
-    from reference.loader import DataLoader
+
+class LoaderOptions(Protocol):
+    """What an iterator reads off its loader (``reference.loader.DataLoader``'s attributes,
+    torch's names): the iterators take this, so only ``loader.py`` imports them and nothing
+    here imports the loader (no module cycle)."""
+
+    @property
+    def dataset(self) -> Any: ...
+    @property
+    def _dataset_kind(self) -> int: ...
+    @property
+    def _IterableDataset_len_called(self) -> int | None: ...
+    @property
+    def _auto_collation(self) -> bool: ...
+    @property
+    def drop_last(self) -> bool: ...
+    @property
+    def _index_sampler(self) -> Any: ...
+    @property
+    def num_workers(self) -> int: ...
+    @property
+    def pin_memory(self) -> bool: ...
+    @property
+    def pin_memory_device(self) -> str: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def collate_fn(self) -> Any: ...
+    @property
+    def generator(self) -> Any: ...
+    @property
+    def persistent_workers(self) -> bool: ...
+    @property
+    def prefetch_factor(self) -> int | None: ...
+    @property
+    def in_order(self) -> bool: ...
+    @property
+    def multiprocessing_context(self) -> Any: ...
+    @property
+    def worker_init_fn(self) -> Any: ...
 
 
 class BaseIter:
     """torch's ``_BaseDataLoaderIter``: the fields both iterators need, in torch's order."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: LoaderOptions) -> None:
         self._dataset = loader.dataset
         self._dataset_kind = loader._dataset_kind
         self._IterableDataset_len_called = loader._IterableDataset_len_called
@@ -64,7 +102,7 @@ class BaseIter:
         # torch creates the sampler iterator *before* drawing base_seed; RandomSampler draws its
         # own seed lazily on the first next(), so this order keeps the generator's stream equal.
         self._sampler_iter = iter(self._index_sampler)
-        self._base_seed = (
+        self._base_seed = int(
             torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
         )
         self._persistent_workers = loader.persistent_workers
@@ -73,7 +111,7 @@ class BaseIter:
     def __iter__(self) -> BaseIter:
         return self
 
-    def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
+    def _reset(self, loader: LoaderOptions, first_iter: bool = False) -> None:
         self._sampler_iter = iter(self._index_sampler)
         self._num_yielded = 0
         self._IterableDataset_len_called = loader._IterableDataset_len_called
@@ -117,7 +155,7 @@ class BaseIter:
 class SingleProcessIter(BaseIter):
     """num_workers=0: fetch in the loader's process (torch's ``_SingleProcessDataLoaderIter``)."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: LoaderOptions) -> None:
         super().__init__(loader)
         self._dataset_fetcher = _DatasetKind.create_fetcher(
             self._dataset_kind,

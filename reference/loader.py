@@ -147,9 +147,10 @@ class DataLoader(Generic[T_co]):
             if self._dataset_kind == _DatasetKind.Iterable:
                 sampler = _InfiniteConstantSampler()
             elif shuffle:
+                # torch's samplers are typed for Sized datasets; a map-style dataset is one.
                 sampler = RandomSampler(dataset, generator=generator)  # type: ignore[arg-type]
             else:
-                sampler = SequentialSampler(dataset)  # type: ignore[arg-type]
+                sampler = SequentialSampler(dataset)  # type: ignore[arg-type]  # (as above)
 
         if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
@@ -170,7 +171,8 @@ class DataLoader(Generic[T_co]):
         self.__initialized = True
         self._IterableDataset_len_called: int | None = None
         self._iterator = None
-        self.check_worker_number_rationality()
+        # torch's method, borrowed: its self type names torch's DataLoader, not this one.
+        self.check_worker_number_rationality()  # type: ignore[misc]
 
     # torch's property and check, unchanged (they read only public fields).
     check_worker_number_rationality = _TorchDataLoader.check_worker_number_rationality
@@ -227,7 +229,7 @@ class DataLoader(Generic[T_co]):
     def _get_iterator(self) -> BaseIter:
         if self.num_workers == 0:
             return SingleProcessIter(self)
-        self.check_worker_number_rationality()
+        self.check_worker_number_rationality()  # type: ignore[misc]  # (borrowed, as above)
         return MultiProcessingIter(self)
 
     def __iter__(self) -> BaseIter:
@@ -254,6 +256,7 @@ class DataLoader(Generic[T_co]):
 
     def __len__(self) -> int:
         if self._dataset_kind == _DatasetKind.Iterable:
+            # An IterableDataset may define __len__ (torch's own check); its type does not say so.
             length = self._IterableDataset_len_called = len(self.dataset)  # type: ignore[arg-type]
             if self.batch_size is not None:
                 length = (

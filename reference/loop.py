@@ -113,7 +113,7 @@ def take(
         step = core.last
         if step is None:
             return result
-        fields = {
+        fields: dict[str, Any] = {
             "epoch": core.epoch,
             "worker": step.worker,
             "task": step.task,
@@ -121,8 +121,10 @@ def take(
             "state": core.snapshot(),
         }
         if action is _PROCESS:
+            assert isinstance(core, ProtocolCore)  # a main-process step
             _HAND_OUTS[core] = {"t": time.monotonic_ns(), **fields}
         elif at_write:
+            assert isinstance(core, ProtocolCore)
             _WRITES[core] = (action, fields)
         else:
             tracewriter.emit(action, origin=origin, t=t, **fields)
@@ -246,7 +248,8 @@ def _drain_resume(core: ProtocolCore, port: Port, step: Step) -> None:
 
 
 def _process_data(core: ProtocolCore, port: Port, step: Step) -> Delivery:
-    return take(core, _PROCESS)
+    delivery: Delivery = take(core, _PROCESS)
+    return delivery
 
 
 def _skip_exhausted(core: ProtocolCore, port: Port, step: Step) -> None:

@@ -39,7 +39,7 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch._utils import ExceptionWrapper
@@ -51,7 +51,7 @@ from loaderspec.vocabulary import Action
 from reference import loop, wire
 from reference.arena import MainArena
 from reference.arena import available as arena_available
-from reference.base import BaseIter
+from reference.base import BaseIter, LoaderOptions
 from reference.channels import Receiver
 from reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
 from reference.messages import (
@@ -69,9 +69,6 @@ from reference.messages import (
     WorkerConfig,
 )
 from reference.worker import worker_loop
-
-if TYPE_CHECKING:
-    from reference.loader import DataLoader
 
 # Graceful exit after the sentinel. An idle worker needs about a millisecond; one still busy
 # after this is stuck or slow, and is terminated (torch waits 5 s for it). After a failure
@@ -204,7 +201,7 @@ def _pinned(result: Result, device: str | None, device_id: int) -> Result:
 class MultiProcessingIter(BaseIter):
     """torch's ``_MultiProcessingDataLoaderIter``: the port ``reference.loop`` runs the core on."""
 
-    def __init__(self, loader: DataLoader) -> None:
+    def __init__(self, loader: LoaderOptions) -> None:
         # Workers a failed iterator terminated are reaped before anything new starts, so no
         # zombie outlives the next iterator and each iterator's trace records stay together.
         for it in list(_live_iters):
@@ -212,6 +209,7 @@ class MultiProcessingIter(BaseIter):
                 it._reap_left(block=True)
         super().__init__(loader)
         self._shutdown = True  # until every resource below exists; see shut_down
+        assert loader.prefetch_factor is not None  # the loader sets it where num_workers > 0
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
         ctx = loader.multiprocessing_context or torch.multiprocessing
@@ -392,7 +390,7 @@ class MultiProcessingIter(BaseIter):
         return _death_message([(self._pids[w], self._exit_codes[w]) for w in failure.workers])
 
     # ------------------------------------------------------------- epoch --------------------
-    def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
+    def _reset(self, loader: LoaderOptions, first_iter: bool = False) -> None:
         super()._reset(loader, first_iter)
         try:
             loop.start_epoch(self._core, self, resume=not first_iter)
@@ -420,11 +418,10 @@ class MultiProcessingIter(BaseIter):
             loop.log_write(self._core)  # the point of effect: a put is logged before it happens
         if worker >= len(self._index_conns):
             return  # never started (construction failed)
-        if type(message) is Task:
-            message = message.to_wire()
+        raw = message.to_wire() if type(message) is Task else message
         # A dead worker's pipe raises BrokenPipeError: its sentinel reports it on the next wait.
         with contextlib.suppress(OSError):
-            wire.send_index(self._index_conns[worker], message)
+            wire.send_index(self._index_conns[worker], raw)
 
     # -------------------------------------------------------- port: receive -----------------
     def wait(self) -> Event:
@@ -440,9 +437,9 @@ class MultiProcessingIter(BaseIter):
     def _next_event(self, deadline: float | None) -> Event:
         if self._pin_memory_thread is not None:
             while True:
-                wait_s = _PIN_POLL_S if deadline is None else deadline - time.monotonic()
+                pin_wait_s = _PIN_POLL_S if deadline is None else deadline - time.monotonic()
                 try:
-                    return self._data_queue.get(timeout=max(0.0, min(wait_s, _PIN_POLL_S)))
+                    return self._data_queue.get(timeout=max(0.0, min(pin_wait_s, _PIN_POLL_S)))
                 except queue.Empty:
                     if not self._pin_memory_thread.is_alive():  # gone without its PinDied
                         return PinDied(None, "it left no reason")
@@ -492,7 +489,7 @@ class MultiProcessingIter(BaseIter):
             take_step()
             self._workers_done_event.set()
         finally:
-            if held:
+            if held and lock is not None:
                 lock.release()
 
     def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
@@ -502,7 +499,7 @@ class MultiProcessingIter(BaseIter):
         while pending:
             left = max(0.0, deadline - time.monotonic())
             for sentinel in wait(list(pending), left):  # at least one pass: the already dead
-                w = pending.pop(sentinel)  # type: ignore[call-overload]
+                w = pending.pop(sentinel)
                 self._workers[w].join()
                 _release(self._workers[w])
                 yield w, False

@@ -174,7 +174,8 @@ def _reduce_tensor(t: torch.Tensor) -> tuple[Callable[..., Any], tuple[Any, ...]
         # (A size-1 last dimension may have any stride and still be "contiguous"; view(uint8)
         # refuses that, so it takes the general path.)
         flat = (t.detach() if t.requires_grad else t).view(torch.uint8)
-        data: pickle.PickleBuffer | None = pickle.PickleBuffer(flat.numpy())
+        # (numpy's stubs lack the buffer protocol an ndarray has: the ignores below)
+        data: pickle.PickleBuffer | None = pickle.PickleBuffer(flat.numpy())  # type: ignore[arg-type]
     elif (nbytes := _span_elements(size, stride) * t.element_size()) == 0:
         data = None
     else:
@@ -183,7 +184,7 @@ def _reduce_tensor(t: torch.Tensor) -> tuple[Callable[..., Any], tuple[Any, ...]
         span = torch.empty(0, dtype=torch.uint8).set_(
             t.untyped_storage(), t.storage_offset() * t.element_size(), (nbytes,), (1,)
         )
-        data = pickle.PickleBuffer(span.numpy())
+        data = pickle.PickleBuffer(span.numpy())  # type: ignore[arg-type]  # (numpy's stubs)
     # The dtype travels as its name and the class as a flag: pickling a torch.dtype or a class
     # is a global lookup by name on both sides, several microseconds each.
     is_param = type(t) is torch.nn.Parameter
@@ -253,7 +254,8 @@ def _dumps(
     pickler = pickle.Pickler(stream, protocol=5, buffer_callback=keep_in_band)
     pickler.dispatch_table = _DISPATCH
     if arena is not None:
-        pickler.persistent_id = _slot_refs(arena, slots, copies)
+        # A Pickler's persistent_id is meant to be set (pickle's docs); the stubs say method.
+        pickler.persistent_id = _slot_refs(arena, slots, copies)  # type: ignore[method-assign]
     try:
         pickler.dump(obj)
     except Exception as exc:
@@ -324,8 +326,7 @@ def dumps(obj: Any) -> bytes:
 
     Costs one copy of any out-of-band buffer; ``send`` avoids it.
     """
-    parts = pack(obj)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+    return b"".join(pack(obj))  # (one bytes part: join returns it, no copy)
 
 
 def loads(data: bytes | bytearray | memoryview) -> Any:
@@ -344,7 +345,8 @@ def _parse_oob_head(payload: memoryview) -> tuple[list[int], memoryview, int]:
 
 def _fresh_buffer(nbytes: int) -> memoryview:
     """A writable buffer backed by torch's CPU allocator (64-byte aligned, owned by a tensor)."""
-    return memoryview(torch.empty(nbytes, dtype=torch.uint8).numpy())
+    # numpy's stubs lack the buffer protocol an ndarray has.
+    return memoryview(torch.empty(nbytes, dtype=torch.uint8).numpy())  # type: ignore[arg-type]
 
 
 def unpack(data: bytes | bytearray | memoryview | Sequence[bytes | memoryview]) -> Any:
@@ -537,7 +539,8 @@ def _loads_slots(stream: bytes, buffers: list[memoryview], arena: MainArena | No
     """Unpickle a stream whose persistent ids are slot references of ``arena``."""
     assert arena is not None
     unpickler = pickle.Unpickler(io.BytesIO(stream), buffers=buffers)
-    unpickler.persistent_load = arena.load  # type: ignore[assignment]
+    # An Unpickler's persistent_load is meant to be set (pickle's docs); the stubs say method.
+    unpickler.persistent_load = arena.load  # type: ignore[method-assign]
     return unpickler.load()
 
 

@@ -1,25 +1,21 @@
-"""How messages cross the pipes between the loader and its workers: one seam, two functions.
+"""How messages cross the pipes between the loader and its workers: one seam, a few functions.
 
-Owns the choice of byte format for index and result messages; knows nothing of the protocol.
+Owns the byte format of index and result messages; knows nothing of the protocol.
 ``reference/transport.py`` sends tensors as their raw bytes inside one pipe message (no shared
 memory segment and no file descriptor per tensor, unlike torch's ``ForkingPickler`` reductions,
 which is what makes torch's per-batch IPC slow and what runs out of descriptors), and big tensors
-as references to the worker's shared-memory slots (``reference/arena.py``). Swapping the format
-is the one assignment below (``_USE_TRANSPORT = False``: plain pickle, the fallback, which
-ignores the arena). ``send`` is ``write(pack(obj))``; the worker packs first so that it knows a
-result cannot be sent before it logs the put.
+as references to the worker's shared-memory slots (``reference/arena.py``). ``send`` is
+``write(pack(obj))``; the worker packs first so that it knows a result cannot be sent before it
+logs the put.
 """
 
 from __future__ import annotations
 
-import pickle
 from multiprocessing.connection import Connection
 from typing import Any
 
 from reference import transport
 from reference.arena import MainArena, WorkerArena
-
-_USE_TRANSPORT = True
 
 
 def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
@@ -40,9 +36,7 @@ def pack(obj: Any, arena: WorkerArena | None = None) -> list[bytes | memoryview]
     Raises:
         TypeError, AttributeError, pickle.PicklingError: ``obj`` cannot be pickled.
     """
-    if _USE_TRANSPORT:
-        return transport.pack(obj, arena)
-    return [pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)]
+    return transport.pack(obj, arena)
 
 
 def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
@@ -51,10 +45,7 @@ def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
     Raises:
         OSError: the reader is gone (``BrokenPipeError``).
     """
-    if _USE_TRANSPORT:
-        transport.write(conn, parts)
-    else:
-        conn.send_bytes(parts[0])
+    transport.write(conn, parts)
 
 
 def send_index(conn: Connection, message: Any) -> None:
@@ -64,10 +55,7 @@ def send_index(conn: Connection, message: Any) -> None:
         TypeError: ``message`` cannot be pickled; nothing was written.
         OSError: the reader is gone (``BrokenPipeError``).
     """
-    if _USE_TRANSPORT:
-        transport.send_plain(conn, message)
-    else:
-        conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+    transport.send_plain(conn, message)
 
 
 def recv(conn: Connection, arena: MainArena | None = None) -> Any:
@@ -77,6 +65,4 @@ def recv(conn: Connection, arena: MainArena | None = None) -> Any:
         EOFError: the writer closed between messages.
         OSError: the writer died mid-message (a torn message), or the pipe is closed.
     """
-    if _USE_TRANSPORT:
-        return transport.recv(conn, arena)
-    return pickle.loads(conn.recv_bytes())
+    return transport.recv(conn, arena)

@@ -78,7 +78,7 @@ def _exit_orphaned(core: WorkerCore | None) -> None:
 def _watch_parent(parent_pid: int, core: WorkerCore) -> None:
     """Block until ``parent_pid`` is gone, then end this process (runs in a daemon thread)."""
     try:
-        fd = os.pidfd_open(parent_pid)  # type: ignore[attr-defined]
+        fd = os.pidfd_open(parent_pid)  # type: ignore[attr-defined,unused-ignore]  # Linux only
     except (AttributeError, OSError):
         fd = None
     if fd is not None:

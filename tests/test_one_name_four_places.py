@@ -195,6 +195,7 @@ def test_a_core_method_removed_is_reported():
     from reference.core import ProtocolCore
 
     class Crippled(ProtocolCore):
+        # The broken core: an action method removed on purpose.
         stop_iteration = None  # type: ignore[assignment]
 
     assert missing_core_methods(Crippled) == ["MainStopIteration -> Crippled.stop_iteration"]

@@ -116,7 +116,8 @@ class _TorchBatches:
 
     def __len__(self) -> int:
         dl = self.torch_loader
-        return len(dl.batch_sampler if dl.batch_sampler is not None else dl.sampler)
+        # torch types both as Iterable; they are Samplers, which have a length here.
+        return len(dl.batch_sampler if dl.batch_sampler is not None else dl.sampler)  # type: ignore[arg-type]
 
 
 class _PaddleIterable(paddle.io.IterableDataset):

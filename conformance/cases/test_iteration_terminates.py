@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 import pytest
 
@@ -36,7 +37,7 @@ def _expect_error_in_turn(grade: Grade, got: list[Call], position: int, pattern:
         grade.fail(PROP, f"an error matching {pattern!r}", text[:300])
 
 
-def _first_error(r: Run) -> dict | None:
+def _first_error(r: Run) -> Error | None:
     errors = r.of(0, Error)
     return errors[0] if errors else None
 
@@ -75,7 +76,7 @@ def test_error_is_raised_in_turn_and_iteration_continues(
     DataLoader worker process {worker_id}')", re-raised by "_process_data".
     Guards: H3 pytorch test_error_workers semantics (iteration goes on after an error).
     """
-    point = "in_fetch" if where == "dataset" else "in_collate"
+    point: Literal["in_fetch", "in_collate"] = "in_fetch" if where == "dataset" else "in_collate"
     r = play(
         loader_cls,
         n=12,

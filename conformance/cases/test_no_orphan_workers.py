@@ -19,7 +19,7 @@ from conformance.harness import (
     workers,
 )
 from faultinject.events import Awaited
-from faultinject.plans import BUSY_S, parent_dies_while
+from faultinject.plans import BUSY_S, WorkerState, parent_dies_while
 
 PROP = "NoOrphanWorkers"
 
@@ -53,7 +53,7 @@ def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
     ],
 )
 def test_workers_exit_after_the_loader_process_is_sigkilled(
-    loader_cls: type, grade: Grade, state: str
+    loader_cls: type, grade: Grade, state: WorkerState
 ) -> None:
     """SIGKILL the loader's process while its workers are idle, busy in __getitem__, or blocked
     writing a result: every worker exits on its own.

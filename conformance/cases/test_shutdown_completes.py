@@ -3,6 +3,8 @@ eventually gone, stuck workers included."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 
 from conformance.harness import (
@@ -32,7 +34,7 @@ PROP = "ShutdownCompletes"
 @pytest.mark.spec_property(PROP)
 @pytest.mark.parametrize("how", ["drop", "break", "raise"])
 def test_leaving_an_epoch_early_stops_every_worker(
-    loader_cls: type, grade: Grade, how: str
+    loader_cls: type, grade: Grade, how: Literal["drop", "break", "raise"]
 ) -> None:
     """del of the iterator, break, or an exception in the loop after 3 batches: nothing left.
 
@@ -122,7 +124,7 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
     )
     errors = r.of(0, Error)
     if not errors or "timed out" not in errors[0].text:
-        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['value'] for e in errors]}")
+        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e.text for e in errors]}")
     checks.nothing_left(grade, r)
 
 

@@ -17,6 +17,7 @@ def missing() -> str | None:
     try:
         from loaderspec import fakeaccel
     except ImportError:
+        # The optional module is absent: None stands for it.
         fakeaccel = None  # type: ignore[assignment]
     if fakeaccel is not None and fakeaccel.available():
         return None

@@ -288,6 +288,7 @@ def torch_epochs(cfg: Config) -> tuple[list[list[Any]], list[int]]:
         if cfg.iterable:
             out = _iterable_batches(cfg, tl)
         elif auto:
+            assert tl.batch_sampler is not None  # auto-collation: torch made one
             out = [tl.collate_fn([tl.dataset[i] for i in b]) for b in tl.batch_sampler]
         else:
             out = [tl.collate_fn(tl.dataset[i]) for i in tl.sampler]

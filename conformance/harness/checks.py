@@ -66,7 +66,7 @@ def leaks(r: Run) -> str:
     if report is None:
         return ""
     left = [p for p in report.leftover_pids if p not in report.helpers]
-    found = {
+    found: dict[str, list[Any]] = {
         "processes": report.lingering,
         "session": left,
         "zombies": report.zombies,

@@ -95,7 +95,7 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
             )
             row["by_loader"][loader] = case
     cases = sorted(rows.values(), key=lambda r: r["id"])
-    notes = []
+    notes: list[Any] = []
     for row in cases:
         for loader in loaders:
             row["by_loader"].setdefault(loader, None)
@@ -127,7 +127,9 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
             )
     # A run stopped from outside (past its time limit) keeps the cases it finished; "-" marks
     # the rest.
-    incomplete = [x for x in loaders if results[x] is None or not results[x].get("complete", True)]
+    incomplete = [
+        x for x in loaders if results[x] is None or not (results[x] or {}).get("complete", True)
+    ]
     return {
         "loaders": loaders,
         "incomplete": incomplete,
@@ -243,12 +245,12 @@ def matrix_html(m: dict[str, Any]) -> str:
 
     prop_rows = []
     for p in m["properties"]:
-        cells = "".join(
+        summary = "".join(
             f'<td style="background:{_worst_color(p["by_loader"][x])}">'
             f"{_summary(p['by_loader'][x])}</td>"
             for x in loaders
         )
-        prop_rows.append(f"<tr><td>{p['property']}</td><td>{p['level']}</td>{cells}</tr>")
+        prop_rows.append(f"<tr><td>{p['property']}</td><td>{p['level']}</td>{summary}</tr>")
     totals = _totals(m)
     prop_rows.append(
         "<tr><th>MUST failures</th><td></td>"

@@ -41,7 +41,7 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     global _links
     repo = Path(config.config_file_path).parent
     _links = links.LinkState(Path(config.docs_dir), repo)
-    config.markdown_extensions.append(links.CheckoutLinks(_links))  # type: ignore[arg-type]
+    config.markdown_extensions.append(links.CheckoutLinks(_links))
     return config
 
 

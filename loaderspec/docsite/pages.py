@@ -79,6 +79,7 @@ def _action_aliases(tree: ast.Module, names: dict[str, str]) -> dict[str, str]:
         )
         for t, v in pairs:
             if isinstance(t, ast.Name) and _is_action(v, names):
+                # _is_action(v) has checked that v is an ast.Attribute.
                 aliases[t.id] = names[v.attr]  # type: ignore[attr-defined]
     return aliases
 
@@ -109,7 +110,7 @@ def logged_at() -> dict[str, list[tuple[str, int]]]:
                 elif isinstance(arg, ast.Name) and arg.id in aliases:
                     value = aliases[arg.id]
                 elif _is_action(arg, names):
-                    value = names[arg.attr]  # type: ignore[attr-defined]
+                    value = names[arg.attr]  # type: ignore[attr-defined]  # (as above)
                 if value is not None:
                     out.setdefault(value, []).append((path, node.lineno))
     return {k: sorted(set(v)) for k, v in out.items()}

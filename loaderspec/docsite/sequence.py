@@ -149,7 +149,7 @@ def render(run: Run, title: str) -> str:
     lanes = lanes_of(run, rows)
     index = {lane: i for i, lane in enumerate(lanes)}
     # Lane spacing: the widest label of an arrow between neighbours must fit between them.
-    spacing = MIN_LANE_W
+    spacing = float(MIN_LANE_W)
     for row in rows:
         apart = abs(index[row.source] - index[row.target])
         if apart:

@@ -89,7 +89,7 @@ def _put_pip_ninja_on_path() -> None:
         return
     candidates = [Path(sys.executable).parent]
     try:
-        import ninja  # type: ignore[import-not-found]  # the PyPI package, if installed
+        import ninja  # the PyPI package, if installed
     except ImportError:
         pass
     else:

@@ -73,6 +73,7 @@ def leak_mapped_shm(name: str) -> str:
     from multiprocessing import resource_tracker, shared_memory
 
     shm = shared_memory.SharedMemory(name=name, create=True, size=4096)
+    # A private attribute of SharedMemory: the test leaks the segment on purpose.
     resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
     _MAPPED.append(shm)
     threading.Thread(target=threading.Event().wait, name="holds-the-segment", daemon=True).start()
@@ -117,6 +118,7 @@ def spawn_locks_then_kill_self(n: int, names_file: str) -> None:
     ctx = multiprocessing.get_context("spawn")
     locks = [ctx.Lock() for _ in range(n)]
     ctx.Process(target=time.sleep, args=(60,)).start()
+    # A private attribute of multiprocessing's Lock: the semaphore's name.
     names = [lock._semlock.name.lstrip("/") for lock in locks]  # type: ignore[attr-defined]
     pathlib.Path(names_file).write_text("\n".join(names))
     sandbox.kill_self()

@@ -23,6 +23,7 @@ def _calls(it: object, n: int) -> list[str]:
     out = []
     for _ in range(n):
         try:
+            # The iterator is a reference loader's, typed loosely by torch's __iter__.
             next(it)  # type: ignore[call-overload]
             out.append("batch")
         except StopIteration:

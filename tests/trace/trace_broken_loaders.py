@@ -24,6 +24,7 @@ from reference.core import Delivery, Kind, Phase, ProtocolCore, Request, Step
 from reference.loader import DataLoader
 from reference.messages import SENTINEL, IndexMessage, Result
 from reference.shell import MultiProcessingIter
+from reference.worker_core import WorkerCore
 
 
 class _PastPrefetchCore(ProtocolCore):
@@ -98,11 +99,12 @@ class _StaleEpochCore(ProtocolCore):
 def _iterator(core_cls: type[ProtocolCore]) -> type[MultiProcessingIter]:
     class BrokenIter(MultiProcessingIter):
         def __init__(self, loader: Any) -> None:
+            # Swapping the shell's core class for a broken one, for this constructor only.
             shell.ProtocolCore = core_cls  # type: ignore[misc]
             try:
                 super().__init__(loader)
             finally:
-                shell.ProtocolCore = ProtocolCore  # type: ignore[misc]
+                shell.ProtocolCore = ProtocolCore  # type: ignore[misc]  # (as above)
 
     return BrokenIter
 
@@ -156,31 +158,30 @@ class _EarlyJoinIter(MultiProcessingIter):
             pass
 
 
-_real_fetch = worker._fetch
-_kept_results: dict[int, Result] = {}
-
-
-def _stale_fetch(fetcher: Any, task: Any, worker_id: int, iterable: bool, epoch: int) -> Result:
-    """A worker's fetch that keeps its first batch and, once a new epoch began, puts that batch
-    for its next task: a put of a stale-epoch result (with the origin it got where it was
+class _StaleWorkerCore(WorkerCore):
+    """A worker core that keeps its first batch and, once a new epoch began, puts that batch for
+    its next task: a put of a stale-epoch result (with the origin it got where it was
     fetched)."""
-    result = _real_fetch(fetcher, task, worker_id, iterable, epoch)
-    kept = _kept_results.get(worker_id)
-    if kept is None:
-        _kept_results[worker_id] = result
-    elif epoch > 0:
-        del _kept_results[worker_id]
-        return kept._replace(idx=task.idx)
-    return result
+
+    kept: Result | None = None
+
+    def fetch(self, idx: int, kind: Kind | None = None, payload: Any = None) -> Result:
+        result = super().fetch(idx, kind, payload)
+        if self.kept is None:
+            self.kept = result
+        elif self.epoch > 0:
+            kept, self.kept = self.kept, None
+            return kept._replace(idx=idx)
+        return result
 
 
 class _StalePutIter(MultiProcessingIter):
     def __init__(self, loader: Any) -> None:
-        worker._fetch = _stale_fetch  # the workers are forked while it is swapped in
+        worker.WorkerCore = _StaleWorkerCore  # type: ignore[misc]  # forked while swapped in
         try:
             super().__init__(loader)
         finally:
-            worker._fetch = _real_fetch
+            worker.WorkerCore = WorkerCore  # type: ignore[misc]  # (as above)
 
 
 def _loader(name: str, it: type[MultiProcessingIter]) -> type[DataLoader]:

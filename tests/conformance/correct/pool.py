@@ -70,6 +70,7 @@ def _private_storage(cls: Any, size: int, *, device: Any = "cpu") -> torch.Untyp
 
 def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int) -> None:
     global _worker
+    # Replacing torch's classmethod in the pool's worker processes (see _private_storage).
     torch.UntypedStorage._new_shared = classmethod(_private_storage)  # type: ignore[method-assign,assignment]
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     worker_id = ids.get()  # a worker started in place of a dead one waits here until shutdown

@@ -39,6 +39,7 @@ def get_worker_info() -> Any:
 
 
 for _module in (torch.utils.data, torch.utils.data.dataloader, torch_worker):
+    # Installing a per-thread get_worker_info where torch looks it up.
     _module.get_worker_info = get_worker_info  # type: ignore[attr-defined]
 
 
