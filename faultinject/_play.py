@@ -392,6 +392,8 @@ class _Driver:
         if self.epoch_file is not None:
             with open(self.epoch_file, "w") as f:
                 f.write(str(epoch))
+        if epoch == plan.kill_worker_before_epoch and not self.worker_killed:
+            self.kill_one_worker(epoch)
         if leave is not None and leave.how in ("break", "raise"):
             self.leave_loop(loader, epoch, leave)
             self.alive_after_drop(epoch)

@@ -54,7 +54,8 @@ class Plan:
     as the loader's `sampler`). `kwargs` are the loader's constructor arguments. `leave`
     maps an epoch to how the user leaves it early; `before_leave` is awaited first.
     `kill_worker_after`: after that many batches of epoch 0, SIGKILL the live worker with the
-    lowest pid (after `before_kill`).
+    lowest pid (after `before_kill`). `kill_worker_before_epoch`: the same kill between epochs,
+    before that epoch's `iter()` (persistent workers sitting idle).
     An epoch ends at StopIteration, at a leave, after `max_errors + 1` errors, at the first of
     the loader's own fatal errors with `stop_at_fatal` (a RuntimeError naming the DataLoader: a
     worker death or a timeout), or `calls_after_error` calls after its first error.
@@ -81,6 +82,7 @@ class Plan:
     before_leave: Await | None = None
     kill_worker_after: int | None = None
     before_kill: Await | None = None
+    kill_worker_before_epoch: int | None = None
     max_errors: int = 0
     stop_at_fatal: bool = False
     calls_after_error: int | None = None

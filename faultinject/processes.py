@@ -254,6 +254,11 @@ def is_mp_helper(proc: psutil.Process | int) -> bool:
         cmd = " ".join(p.cmdline())
     except psutil.Error:
         return False
+    return is_mp_helper_command(cmd)
+
+
+def is_mp_helper_command(cmd: str) -> bool:
+    """True for the command line of one of multiprocessing's helpers (`is_mp_helper`)."""
     return "resource_tracker" in cmd or "forkserver" in cmd or "semaphore_tracker" in cmd
 
 

@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -68,6 +68,7 @@ SHM_DIR = Path("/dev/shm")
 # How often the harness samples the child's process tree while waiting (for shm attribution and
 # orphan detection); the wait itself wakes on the child's messages and exit, not on this.
 _SAMPLE_S = 0.05
+_CMD_MAX = 160  # a named process's command line, cut to this many characters
 # Bounds for steps that should be instant; a breach is reported, never waited out.
 _REAP_S = 5.0
 _HELPER_EXIT_S = 2.0  # a resource tracker whose clients are gone cleans up in milliseconds
@@ -108,6 +109,9 @@ class SandboxReport:
         watch (`leftover_pids`, `orphan_exit_s`).
     notes: the payloads of the target's `note()` calls, in order.
     exit_s: seconds from the target's end to the child's exit (interpreter shutdown).
+    named: pid -> one line saying what each process left behind was (`name`), so that a FAIL
+        tells a leak from a flake: its command line, its parent, when it started, and which of
+        the loader's workers it was, or that it was none.
     """
 
     outcome: Outcome
@@ -131,6 +135,11 @@ class SandboxReport:
     stderr: str = ""
     lingering: list[int] = field(default_factory=list)
     notes: list[Any] = field(default_factory=list)
+    named: dict[int, str] = field(default_factory=dict)
+
+    def name(self, pid: int) -> str:
+        """What process `pid` was, in one line (`named`), or that the sandbox never saw it."""
+        return self.named.get(pid, f"pid {pid}: never seen by the sandbox")
 
     @property
     def clean(self) -> bool:
@@ -242,6 +251,66 @@ _INT = re.compile(r"(?<![0-9A-Za-z])\d+(?![0-9A-Za-z])")
 # --------------------------------------------------------------------------- the run
 
 
+@dataclass(frozen=True)
+class Identity:
+    """A process of the run as first seen: enough to say later what it was."""
+
+    pid: int
+    ppid: int
+    started: float  # psutil's create_time (seconds since the epoch)
+    cmdline: str
+
+
+def _identity(p: psutil.Process) -> Identity | None:
+    try:
+        with p.oneshot():
+            return Identity(p.pid, p.ppid(), p.create_time(), " ".join(p.cmdline()))
+    except psutil.Error:
+        return None
+
+
+def _role(ident: Identity | None, ids: dict[int, Identity], loader_pid: int) -> str:
+    """Which process of the loader `ident` was: its own, worker k (the k-th process the loader's
+    process started, helpers aside, by start time), a worker's child, a helper, or none."""
+    if ident is None:
+        return "not a worker of this loader: never seen in the loader's process tree"
+    if ident.pid == loader_pid:
+        return "the loader's process itself"
+    if processes.is_mp_helper_command(ident.cmdline):
+        return "a multiprocessing helper (resource tracker or fork server), not a worker"
+    if ident.ppid == loader_pid:
+        started = sorted(
+            (i.started, i.pid)
+            for i in ids.values()
+            if i.ppid == loader_pid and not processes.is_mp_helper_command(i.cmdline)
+        )
+        k = [pid for _, pid in started].index(ident.pid)
+        return f"worker {k} of this loader (process {k + 1} of {len(started)} it started)"
+    if ident.ppid in ids:
+        parent = _role(ids[ident.ppid], ids, loader_pid)
+        return f"started by {ident.ppid} ({parent}), not a worker itself"
+    return f"not a worker of this loader (its parent {ident.ppid} was never in its tree)"
+
+
+def _named(ident: Identity | None, pid: int, ids: dict[int, Identity], r: _Run) -> str:
+    role = _role(ident, ids, r.pid)
+    if ident is None:
+        return f"pid {pid}: {role}"
+    clock = time.strftime("%H:%M:%S", time.gmtime(ident.started))
+    # Against the loader's process's own start: the same clock (the boot time psutil adds).
+    loader = ids.get(r.pid)
+    since = (
+        ""
+        if loader is None
+        else f" ({ident.started - loader.started:+.2f} s after the loader's process)"
+    )
+    cmd = ident.cmdline if len(ident.cmdline) <= _CMD_MAX else ident.cmdline[:_CMD_MAX] + " …"
+    return (
+        f"pid {pid}: {role}; parent {ident.ppid}; started {clock} UTC{since};"
+        f" command: {cmd or '(none)'}"
+    )
+
+
 class _Run:
     """One sandbox run, harness side. Holds the pipes, the child and what was seen."""
 
@@ -255,6 +324,7 @@ class _Run:
         self.returned_at: float | None = None
         self.reader = _wire.Reader()
         self.seen: dict[int, psutil.Process] = {}
+        self.ids: dict[int, Identity] = {}  # each process as first seen (`Identity`)
         self.shm_known: set[str] = set()  # /dev/shm entries at the start or at a last look
         self.shm_used: set[str] = set()  # new /dev/shm entries a process of the run used
         self.watch: dict[int, int] = {}  # pid -> pidfd, opened on kill_self
@@ -316,7 +386,17 @@ class _Run:
         self.pidfd = os.pidfd_open(self.pid)
         self.t0 = time.monotonic()
         with contextlib.suppress(psutil.Error):
-            self.seen[self.pid] = psutil.Process(self.pid)
+            self.saw(psutil.Process(self.pid))
+
+    def saw(self, p: psutil.Process) -> None:
+        """Keep `p` (first sight wins) and what it was then: its identity is read while it runs
+        (an exiting process has no command line left)."""
+        self.seen.setdefault(p.pid, p)
+        if p.pid not in self.ids and (ident := _identity(p)) is not None:
+            self.ids[p.pid] = ident
+
+    def name_all(self, pids: Iterable[int]) -> dict[int, str]:
+        return {pid: _named(self.ids.get(pid), pid, self.ids, self) for pid in sorted(set(pids))}
 
     # ---- waiting
 
@@ -324,7 +404,7 @@ class _Run:
         for pid in processes.descendant_pids(self.pid):
             if pid not in self.seen:
                 with contextlib.suppress(psutil.Error):
-                    self.seen[pid] = psutil.Process(pid)
+                    self.saw(psutil.Process(pid))
         # Who uses /dev/shm entries is read only when a new one appeared (cheap otherwise): a
         # name without a pid is the run's when one of its processes maps it or holds it open.
         now = _shm_entries()
@@ -341,7 +421,7 @@ class _Run:
                 with contextlib.suppress(OSError):
                     self.watch.setdefault(pid, os.pidfd_open(pid))
                 with contextlib.suppress(psutil.Error):
-                    self.seen.setdefault(pid, psutil.Process(pid))
+                    self.saw(psutil.Process(pid))
             with contextlib.suppress(OSError):
                 os.write(self.ack_w, b"k")
         elif kind == "note":
@@ -526,7 +606,7 @@ def _finish(r: _Run, exited: bool, shm_before: set[str], remove_shm: bool) -> Sa
         report.lingering = list(lingering)
         for pid in descendants:
             with contextlib.suppress(psutil.Error):
-                r.seen.setdefault(pid, psutil.Process(pid))
+                r.saw(psutil.Process(pid))
         report.elapsed_s = t_end - (r.started_at or r.t0)
     if not exited:
         # The deadline passed: everything alive in the session is a leftover; kill it all.
@@ -543,6 +623,9 @@ def _finish(r: _Run, exited: bool, shm_before: set[str], remove_shm: bool) -> Sa
         _after_exit(r, report)
     report.notes = r.notes
     report.seen_pids = sorted(r.seen)
+    report.named = r.name_all(
+        [*report.leftover_pids, *report.lingering, *report.zombies, *report.orphan_exit_s]
+    )
     report.leaked_shm, report.unattributed_shm = _new_shm(
         shm_before, set(r.seen) | {r.pid}, r.shm_used
     )
@@ -573,8 +656,8 @@ def _after_exit(r: _Run, report: SandboxReport) -> None:
     if r.started_at is not None and r.result is None:
         report.elapsed_s = (r.child_died_at or time.monotonic()) - r.started_at
     members = _session(r.pid)
-    for pid, p in members.items():
-        r.seen.setdefault(pid, p)
+    for p in members.values():
+        r.saw(p)
     # Alive when the child ended: the session's members, and kill_self's list (those may have
     # left the session with setsid, but they were the child's descendants).
     alive = {pid: p for pid, p in members.items() if _alive(p)}

@@ -140,7 +140,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "spec_property(*names): the spec properties a conformance case checks"
     )
-    config.addinivalue_line("markers", "quick: part of the quick (< 30 s) conformance selection")
+    config.addinivalue_line("markers", "quick: part of the quick (< 60 s) conformance selection")
     if not is_conformance_run(config):
         return
     try:

@@ -119,6 +119,7 @@ def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: G
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP)
 def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
     """worker_init_fn raises in worker 0: next() raises that ValueError (its own type), never hangs.
@@ -233,6 +234,7 @@ def test_timeout_bounds_each_next_not_the_epoch(loader_cls: type, grade: Grade) 
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP, "PromptFaultHandling")
 def test_iterable_epoch_ends_promptly_after_its_last_item(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, 3 workers with 2, 3 and 1 items, cheap: no next() after the first, the

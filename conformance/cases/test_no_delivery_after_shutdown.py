@@ -44,6 +44,7 @@ def test_exhausted_iterator_keeps_raising_stopiteration(
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP, "IterationTerminates")
 def test_nothing_is_handed_out_after_a_timeout(loader_cls: type, grade: Grade) -> None:
     """timeout=1 and a fetch that takes 2.5 s: next() raises "timed out"; the three next() calls

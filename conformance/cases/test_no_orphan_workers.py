@@ -44,7 +44,14 @@ def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
 
 
 @pytest.mark.spec_property(PROP, "PromptFaultHandling")
-@pytest.mark.parametrize("state", ["idle", "busy", "blocked"])
+@pytest.mark.parametrize(
+    "state",
+    [
+        "idle",
+        pytest.param("busy", marks=pytest.mark.quick),
+        pytest.param("blocked", marks=pytest.mark.quick),
+    ],
+)
 def test_workers_exit_after_the_loader_process_is_sigkilled(
     loader_cls: type, grade: Grade, state: WorkerState
 ) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from conformance.harness import MUST_BOUND_S, Die, Grade, checks, kwargs, play, workers
 from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
-from conformance.harness.schedules import DEADLINE_S, Schedule, judge, schedules
+from conformance.harness.schedules import DEADLINE_S, Schedule, judge, picks, schedules
 
 PROP = "NoSilentLoss"
 
@@ -82,7 +82,8 @@ def _drawn_faults(loader_cls: type, grade: Grade, examples: int) -> None:
         )
         judge(grade, schedule, played(r))
 
-    last = check_drawn(schedules(workers(loader_cls)), one, examples=examples, shrink_s=0)
+    kind = workers(loader_cls)
+    last = check_drawn(schedules(kind), one, examples=examples, picks=picks(kind), shrink_s=0)
     if last.fault != "parent_kill":
         checks.nothing_left(grade, play(loader_cls, last.plan(), deadline_s=DEADLINE_S))
 

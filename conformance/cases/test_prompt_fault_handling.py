@@ -59,6 +59,7 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
 SLOW_START_S = 1.5  # worker 1 takes this long over each fetch
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP, "IterationTerminates")
 def test_first_batch_does_not_wait_for_a_slow_worker(loader_cls: type, grade: Grade) -> None:
     """Worker 1 is slow (1.5 s per fetch): the first batch is handed out as soon as it is made,

@@ -74,6 +74,7 @@ def test_dropping_a_persistent_loader_stops_its_workers(
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP, "PromptFaultHandling")
 def test_stuck_worker_is_terminated_at_shutdown(loader_cls: type, grade: Grade) -> None:
     """A worker hung inside __getitem__ does not stop the iterator's shutdown; it is terminated.
@@ -127,6 +128,7 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP, "PromptFaultHandling")
 def test_dropping_an_iterator_with_large_results_in_flight_is_prompt(
     loader_cls: type, grade: Grade
@@ -159,6 +161,7 @@ FETCH_S = 0.6
 LATE_S = 0.4
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP)
 def test_workers_fetch_nothing_once_shutdown_began(loader_cls: type, grade: Grade) -> None:
     """Slow fetches with tasks queued at every worker: once the iterator is dropped, no worker
@@ -245,6 +248,7 @@ def test_fd_count_stays_flat_across_persistent_pinned_loaders(
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP, "WorkerDeathRaises")
 def test_worker_killed_holding_a_shared_batch_leaves_nothing(
     loader_cls: type, grade: Grade

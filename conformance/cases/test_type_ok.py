@@ -56,6 +56,7 @@ def test_worker_info_and_seeds_are_per_worker_and_per_epoch(loader_cls: type, gr
     checks.nothing_left(grade, r)
 
 
+@pytest.mark.quick
 @pytest.mark.spec_property(PROP)
 def test_worker_init_fn_runs_before_the_worker_fetches(loader_cls: type, grade: Grade) -> None:
     """Each worker calls worker_init_fn once, before its first fetch.

@@ -18,7 +18,9 @@ own) and handed out round robin while each worker has any left.
 `compare(grade, config, r)` grades the run: the same batches as torch (a multiset with
 `in_order=False`); with `shuffle`, a permutation per epoch that differs across epochs is the MUST,
 the same order as torch for a seeded generator is what a drop-in SHOULD give (no spec property
-grades it yet: noted); worker info and seeds as torch defines them (`base_seed + id`).
+grades it: `Grade.should`, NON-STRICT); `len(loader)` is torch's wherever torch's has one; an
+abandoned epoch 0 (iterable, persistent workers) handed out torch's first batches and the next
+epoch is whole; worker info and seeds as torch defines them (`base_seed + id`).
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ from torch.utils.data import DataLoader as TorchLoader
 
 from conformance.harness.grading import Grade
 from faultinject.datasets import FaultyDataset, FaultyIterable
-from faultinject.driver import Plan, Run, describe
-from faultinject.events import Error, Stop
+from faultinject.driver import Leave, Plan, Run, describe
+from faultinject.events import Error, Len, Stop
 
 __all__ = [
+    "DROP_IN_ORDER",
     "MORE_PICKS",
     "QUICK_PICKS",
     "Config",
@@ -46,6 +49,7 @@ __all__ = [
     "configs",
     "keep_going",
     "torch_epochs",
+    "torch_len",
 ]
 
 
@@ -58,6 +62,11 @@ def collate_as_dict(batch: Any) -> dict[str, Any]:
 def keep_going(worker_id: int) -> None:
     """A user's worker_init_fn that does nothing (the harness records each call around it)."""
 
+
+# A drop-in's determinism: the spec gives it no property (the order a sampler draws is the
+# user's, not the protocol's), so it is graded SHOULD: a loader that ignores the user's generator
+# (runs not reproducible) is NON-STRICT, never a silent PASS.
+DROP_IN_ORDER = "a drop-in's order for a seeded generator is torch's"
 
 SAMPLINGS = ("sequential", "shuffle", "shuffle_seeded", "sampler", "batch_sampler")
 
@@ -81,6 +90,7 @@ class Config:
     persistent: bool = False
     in_order: bool = True
     epochs: int = 1
+    abandon: int | None = None  # leave epoch 0 (del) after this many batches (iterable, persistent)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
@@ -120,8 +130,10 @@ class Config:
             shards=self.shards,
             kwargs=self.kwargs(),
             epochs=self.epochs,
+            leave={} if self.abandon is None else {0: Leave("drop", self.abandon)},
             render="structure",
             record_inits=self.workers > 0,
+            len_of_loader=True,
         )
 
     def __str__(self) -> str:
@@ -135,34 +147,61 @@ class Config:
                 args.append(f"{key}=conformance.harness.batching.{value.__name__}")
             else:
                 args.append(f"{key}={value!r}")
-        return f"DataLoader({data}, {', '.join(args)}) for {self.epochs} epoch(s)"
+        left = "" if self.abandon is None else f", epoch 0 left (del) after {self.abandon} batches"
+        return f"DataLoader({data}, {', '.join(args)}) for {self.epochs} epoch(s){left}"
+
+    def covers(self) -> set[str]:
+        """The parts of the contract this configuration plays with data to play them on (what
+        `tests/conformance/test_harness_drawn.py` asserts the draws cover)."""
+        if self.iterable and not any(self.shards or ()):
+            return {"empty"}
+        if not self.iterable and (
+            self.n == 0 or (self.sampling == "batch_sampler" and not self.batches)
+        ):
+            return {"empty"}
+        out = {"iterable" if self.iterable else "map", f"sampling={self.sampling}"}
+        batching = "batch_size=None" if self.batch_size is None else "batched"
+        if self.sampling == "batch_sampler":
+            batching = "batched"
+        out.add(f"{batching}, {'custom' if self.custom_collate else 'default'} collate")
+        if self.workers and self.persistent and self.epochs > 1:
+            out.add("persistent epochs")
+        if self.abandon is not None:
+            out.add("abandoned persistent iterable epoch")
+        return out
 
 
 @st.composite
 def configs(draw: st.DrawFn) -> Config:
-    """Hypothesis strategy of `Config`s (small: every example starts real workers)."""
+    """Hypothesis strategy of `Config`s (small: every example starts real workers). The data is
+    never empty (an empty epoch plays no collate path; the exactly-once cases cover it), a
+    `batch_sampler` always has batches, and an iterable with persistent workers over several
+    epochs may leave epoch 0 after its first batch."""
     workers = draw(st.integers(0, 3))
+    persistent = workers > 0 and draw(st.booleans())
+    epochs = draw(st.integers(1, 3))
+    abandon = None
     if draw(st.booleans()):
-        shards = tuple(draw(st.lists(st.integers(0, 6), min_size=1, max_size=3)))
+        shards = (draw(st.integers(1, 6)), *draw(st.lists(st.integers(0, 6), max_size=2)))
         cfg = Config(shards=shards, n=0)
+        if persistent and epochs > 1 and draw(st.booleans()):
+            abandon = 1
     else:
-        cfg = Config(n=draw(st.integers(0, 13)))
+        cfg = Config(n=draw(st.integers(1, 13)))
         sampling = draw(st.sampled_from(SAMPLINGS))
-        if sampling.startswith("shuffle") and cfg.n == 0:
-            sampling = "sequential"  # torch's RandomSampler refuses an empty dataset
         cfg = replace(cfg, sampling=sampling, seed=draw(st.integers(0, 2**16)))
         if sampling == "sampler":
             order = draw(st.permutations(range(cfg.n)))
-            cfg = replace(cfg, order=tuple(order[: draw(st.integers(0, cfg.n))]))
+            cfg = replace(cfg, order=tuple(order[: draw(st.integers(1, cfg.n))]))
         if sampling == "batch_sampler":
-            sizes = draw(st.lists(st.integers(1, 4), max_size=5))
+            sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=5))
             order = draw(st.permutations(range(cfg.n)))
             batches, i = [], 0
             for size in sizes:
-                if i + size > cfg.n:
+                if i == cfg.n:
                     break
                 batches.append(tuple(order[i : i + size]))
-                i += size
+                i += len(batches[-1])
             cfg = replace(cfg, batches=tuple(batches))
     return replace(
         cfg,
@@ -172,9 +211,10 @@ def configs(draw: st.DrawFn) -> Config:
         init_fn=draw(st.booleans()),
         workers=workers,
         prefetch=draw(st.integers(1, 4)),
-        persistent=workers > 0 and draw(st.booleans()),
+        persistent=persistent,
         in_order=draw(st.booleans()),
-        epochs=draw(st.integers(1, 3)),
+        epochs=epochs,
+        abandon=abandon,
     )
 
 
@@ -183,11 +223,24 @@ def configs(draw: st.DrawFn) -> Config:
 QUICK_PICKS = (
     Config(n=9, batch_size=2, sampling="shuffle", workers=2, epochs=3, init_fn=True),
     Config(shards=(5, 2), n=0, batch_size=2, drop_last=True, workers=2, custom_collate=True),
+    Config(n=6, sampling="batch_sampler", batches=((5, 1), (0,), (4, 2, 3)), workers=2),
+    Config(n=5, batch_size=None, workers=2, prefetch=1),
+    Config(shards=(5, 4), n=0, batch_size=2, workers=2, persistent=True, epochs=2, abandon=1),
+    Config(n=12, batch_size=3, sampling="shuffle_seeded", seed=11, workers=2, persistent=True),
+    Config(n=7, batch_size=2, sampling="sampler", order=(6, 0, 5, 1, 4), workers=2),
 )
 MORE_PICKS = (
     Config(n=7, batch_size=3, sampling="sampler", order=(6, 0, 5, 1, 4), workers=2, prefetch=1),
-    Config(n=6, sampling="batch_sampler", batches=((5, 1), (0,), (4, 2, 3)), workers=3),
+    Config(
+        n=7,
+        sampling="batch_sampler",
+        batches=((6,), (0, 3), (1, 2, 4, 5)),
+        workers=3,
+        custom_collate=True,
+    ),
     Config(n=5, batch_size=None, custom_collate=True, workers=1, prefetch=4),
+    Config(shards=(3, 2), n=0, batch_size=None, workers=2, persistent=True, epochs=2, abandon=1),
+    Config(shards=(3, 5), n=0, batch_size=2, drop_last=True, workers=2, in_order=False),
     Config(
         n=10,
         batch_size=3,
@@ -290,14 +343,61 @@ def _items(batches: list[Any]) -> list[str]:
     return out
 
 
+def torch_len(cfg: Config) -> int | None:
+    """`len()` of torch's loader for `cfg` (None: torch's raises TypeError, an iterable)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return len(TorchLoader(cfg.dataset(), **cfg.kwargs()))
+        except TypeError:
+            return None
+
+
+def _compare_len(grade: Grade, cfg: Config, r: Run, replay: str) -> bool:
+    """`len(loader)` is torch's (where torch's has one); False when it failed the case."""
+    want = torch_len(cfg)
+    if want is None:
+        return True
+    got = r.first(Len, epoch=None)
+    if got is None or got.length != want:
+        seen = "no len event" if got is None else got.length
+        if got is None and (error := r.first(Error, epoch=None)) is not None:
+            seen = error.text
+        grade.fail("ExactlyOnce", f"len(loader) {want}, as torch's", f"{seen}{replay}")
+        return False
+    return True
+
+
+def _compare_abandoned(grade: Grade, cfg: Config, r: Run, want: list[Any], replay: str) -> bool:
+    """Epoch 0 left after `cfg.abandon` batches: those are torch's first ones (any of torch's
+    with in_order=False); False when it failed the case."""
+    got = r.batches(0)
+    ok = len(got) == cfg.abandon and (
+        got == want[: len(got)] if cfg.in_order else all(b in want for b in got)
+    )
+    if not ok:
+        grade.fail(
+            "ExactlyOnce",
+            f"epoch 0: torch's first {cfg.abandon} of {want}, then left",
+            f"{got}{replay}",
+        )
+    return ok
+
+
 def compare(grade: Grade, cfg: Config, r: Run) -> None:
     """Grade run `r` of `cfg` against torch (see the module docstring)."""
     expected, seeds = torch_epochs(cfg)
     replay = f"; replay: {cfg}"
+    if not _compare_len(grade, cfg, r, replay):
+        return
     shuffled = cfg.sampling in ("shuffle", "shuffle_seeded")
     same_order = True
     for epoch, want in enumerate(expected):
         got = r.batches(epoch)
+        if epoch == 0 and cfg.abandon is not None and not r.of(0, Stop):
+            if not _compare_abandoned(grade, cfg, r, want, replay):
+                return
+            continue
         if not r.of(epoch, Stop) or r.of(epoch, Error):
             grade.fail(
                 "ExactlyOnce",
@@ -328,14 +428,22 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
             )
             return
     if cfg.sampling == "shuffle_seeded" and cfg.in_order and not same_order:
-        grade.note(f"order differs from torch's for the same seeded generator (SHOULD){replay}")
+        grade.should(
+            DROP_IN_ORDER, f"order differs from torch's for the same seeded generator{replay}"
+        )
     _compare_workers(grade, cfg, r, seeds, replay)
 
 
 def _compare_workers(grade: Grade, cfg: Config, r: Run, seeds: list[int], replay: str) -> None:
     """TypeOK: worker_init_fn(id) with get_worker_info() agreeing, seeds base_seed + id, each
-    worker started once per iterator (once in all with persistent workers)."""
+    worker started once per iterator (once in all with persistent workers), and started at all:
+    the harness's worker_init_fn (around the user's, if any) ran in some worker."""
     starts = cfg.epochs if not cfg.persistent else 1
+    if cfg.workers and not r.inits:
+        grade.fail(
+            "TypeOK", f"worker_init_fn run in each of {cfg.workers} workers", f"never run{replay}"
+        )
+        return
     by_base: dict[int, list[int]] = {}
     for init in r.inits:
         if init.worker_id_arg != init.worker_id or init.num_workers != cfg.workers:

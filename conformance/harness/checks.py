@@ -79,7 +79,16 @@ def leaks(r: Run) -> str:
         for name, items in found.items()
         if items
     ]
-    return "; ".join(parts)
+    return "; ".join(parts) + named(r, [*report.lingering, *left, *report.zombies])
+
+
+def named(r: Run, pids: list[int]) -> str:
+    """What the first few of `pids` were (the sandbox's `name`: command line, parent, start,
+    which worker or none), so that a leak can be told from a stray process ("" for none)."""
+    if r.report is None or not pids:
+        return ""
+    shown = list(dict.fromkeys(pids))[:3]
+    return " [" + " | ".join(r.report.name(pid) for pid in shown) + "]"
 
 
 def nothing_left(grade: Grade, r: Run) -> None:
@@ -91,7 +100,7 @@ def nothing_left(grade: Grade, r: Run) -> None:
             grade.fail(
                 "ShutdownCompletes",
                 f"the workers gone once the iterator of epoch {e.epoch} was dropped",
-                f"workers {list(e.pids)} alive {MUST_BOUND_S:g} s later",
+                f"workers {list(e.pids)} alive {MUST_BOUND_S:g} s later{named(r, list(e.pids))}",
             )
             return
     left = leaks(r)
@@ -114,7 +123,7 @@ def orphans_exit(grade: Grade, r: Run, what: str) -> None:
         grade.fail(
             "NoOrphanWorkers",
             f"every worker gone within {MUST_BOUND_S:g} s of the parent's SIGKILL",
-            f"workers {alive} still alive ({what}); killed by the harness",
+            f"workers {alive} still alive ({what}); killed by the harness{named(r, alive)}",
         )
         return
     slowest = max((t for t in exits.values() if t is not None), default=0.0)

@@ -90,6 +90,11 @@ class Grade:
             self.figure(f"{prop}", figure)
         self.non_strict_notes.append(f"{prop}: {detail}" if detail else prop)
 
+    def should(self, what: str, detail: str) -> None:
+        """Record that a SHOULD the spec gives no property (`what`, a drop-in's claim such as its
+        order for a seeded generator) was not met: the case grades NON-STRICT, never FAIL."""
+        self.non_strict_notes.append(f"{what} (SHOULD; no spec property): {detail}")
+
     def fail(self, prop: str, expected: str, actual: str) -> None:
         """MUST property `prop` is violated: fail the case (or, collecting, record it)."""
         if not self.collect:

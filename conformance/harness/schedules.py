@@ -3,7 +3,8 @@ every MUST property the run can show checked on it.
 
 A `Schedule` is a small map-style epoch (6-12 items, batch size 1-2, 1-3 workers, prefetch 1-3,
 in order or not) with one fault: a worker killed at fetch k, in collate, while idle after item k
-or while blocked writing item k; a fetch that hangs (with `timeout=1`); a fetch that raises; or
+or while blocked writing item k; a persistent worker killed while the workers sit idle between
+two epochs; a fetch that hangs (with `timeout=1`); a fetch that raises; or
 the loader's process SIGKILLed after k batches. `schedules(kind)` draws them for a loader whose
 workers are `kind` (no kills for thread workers: nothing can kill a thread). `str(schedule)` is
 the `faultinject.driver.Plan` to replay it with `faultinject.driver.run(loader, plan, ...)`.
@@ -13,7 +14,8 @@ harness's `play`); NoDuplicateDelivery; InOrderDelivery (in order: items ascendi
 NoSilentLoss; and what the fault calls for: WorkerDeathRaises for a kill in a fetch, in collate
 or while writing (the task it held is lost), IterationTerminates's timeout error for a hang, the
 error in its turn and every other batch for a raise (ExactlyOnce), NoOrphanWorkers for the
-parent's death.
+parent's death; for the kill between epochs, a whole first epoch and a second that raises (in
+the bounds) or is whole too.
 """
 
 from __future__ import annotations
@@ -30,10 +32,17 @@ from faultinject.events import Error, Stop
 from faultinject.faults import Die, Fault, Hang, Raise
 from faultinject.loaders import WorkerKind
 
-__all__ = ["DEADLINE_S", "FAULTS", "Schedule", "judge", "schedules"]
+__all__ = ["DEADLINE_S", "FAULTS", "Schedule", "judge", "picks", "schedules"]
 
 FaultKind = Literal[
-    "die_fetch", "die_collate", "die_idle", "die_blocked", "hang", "raise", "parent_kill"
+    "die_fetch",
+    "die_collate",
+    "die_idle",
+    "die_blocked",
+    "die_between",
+    "hang",
+    "raise",
+    "parent_kill",
 ]
 FAULTS: tuple[FaultKind, ...] = (
     "die_fetch",
@@ -43,8 +52,12 @@ FAULTS: tuple[FaultKind, ...] = (
     "hang",
     "raise",
     "parent_kill",
+    "die_between",
 )
-_KILLS = {"die_fetch", "die_collate", "die_idle", "die_blocked"}
+# Drawn at random: every fault but the kill between epochs, which every run plays as a pick
+# (`picks`), so that adding it changed none of the derandomized draws.
+_DRAWN = tuple(f for f in FAULTS if f != "die_between")
+_KILLS = {"die_fetch", "die_collate", "die_idle", "die_blocked", "die_between"}
 _HANG_S = 4.0  # a hung fetch ends (a thread cannot be stopped); timeout=1 fires well before
 DEADLINE_S = 20.0  # per schedule: the 15 s MUST bound and a margin
 
@@ -88,11 +101,16 @@ class Schedule:
             kwargs["timeout"] = 1
         if self.fault == "parent_kill":
             leave = {0: Leave("kill_parent", self.at)}
+        between = self.fault == "die_between"
+        if between:
+            kwargs["persistent_workers"] = True
         return Plan(
             n=self.n,
             faults=self.faults(),
             kwargs=kwargs,
             leave=leave,
+            epochs=2 if between else 1,
+            kill_worker_before_epoch=1 if between else None,
             max_errors=1 if self.fault == "raise" else 3,
             stop_at_fatal=self.fault != "raise",
             records=True,
@@ -122,8 +140,14 @@ def _schedule(draw: st.DrawFn, kinds: tuple[FaultKind, ...]) -> Schedule:
 
 def schedules(kind: WorkerKind) -> st.SearchStrategy[Schedule]:
     """Schedules for a loader whose workers are `kind`: no kills unless they are processes."""
-    kinds = FAULTS if kind == "processes" else tuple(f for f in FAULTS if f not in _KILLS)
+    kinds = _DRAWN if kind == "processes" else tuple(f for f in _DRAWN if f not in _KILLS)
     return _schedule(kinds)
+
+
+def picks(kind: WorkerKind) -> tuple[Schedule, ...]:
+    """The schedules played before the drawn ones: a kill between two persistent epochs, for
+    worker processes."""
+    return (Schedule("die_between", at=0, n=8, workers=2),) if kind == "processes" else ()
 
 
 def _task_lost(schedule: Schedule, r: Run) -> bool:
@@ -133,6 +157,27 @@ def _task_lost(schedule: Schedule, r: Run) -> bool:
     if schedule.fault == "die_blocked":
         return "Die:blocked_put" in fired
     return schedule.fault in ("die_fetch", "die_collate") and bool(fired)
+
+
+def _judge_between(grade: Grade, schedule: Schedule, r: Run, replay: str) -> None:
+    """A worker killed between two persistent epochs: the first whole, the second raises within
+    the bounds (WorkerDeathRaises) or is whole too (a loader that restarts its workers)."""
+    everything = list(range(schedule.n))
+    for epoch in (0, 1):
+        errors = r.of(epoch, Error)
+        if epoch == 1 and errors:
+            grade.bounded(
+                "WorkerDeathRaises", "death_reported_s", errors[0].dt, f"idle death{replay}"
+            )
+            return
+        if errors or not r.of(epoch, Stop) or sorted(r.items(epoch)) != everything:
+            grade.fail(
+                "ExactlyOnce" if epoch == 0 else "WorkerDeathRaises",
+                f"epoch {epoch}: items {everything} then StopIteration"
+                + (" (or an error for the worker killed before it)" if epoch else ""),
+                f"{r.items(epoch)} then {r.last(epoch)}{replay}",
+            )
+            return
 
 
 def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
@@ -149,6 +194,9 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
         return
     if schedule.fault == "parent_kill":
         checks.orphans_exit(grade, r, f"workers after {schedule.at} batches")
+        return
+    if schedule.fault == "die_between":
+        _judge_between(grade, schedule, r, replay)
         return
     everything = set(range(schedule.n))
     if r.of(0, Stop):

@@ -13,6 +13,7 @@ report.json of its runs and checks the graded outcome of its cases.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import json
 import subprocess
 import sys
@@ -34,6 +35,14 @@ NDAS = C + "test_no_delivery_after_shutdown.py"
 NOW = C + "test_no_orphan_workers.py"
 PFH = C + "test_prompt_fault_handling.py"
 NSTALE = C + "test_no_stale_epoch_delivery.py"
+PE = C + "test_persistent_epochs.py"
+DIB = C + "test_drop_in_batching.py"
+NOT = C + "test_no_overtaking.py"
+FR = C + "test_failed_reads.py"
+TPN = C + "test_timeout_per_next.py"
+ORQ = C + "test_orphans_with_results_queued.py"
+DRAWN = EO + "::test_batches_are_torchs_for_drawn_configurations"
+MORE_DRAWN = EO + "::test_batches_are_torchs_for_more_drawn_configurations"
 
 # broken module -> (expected outcome, selectors: files or file::function)
 BROKEN: dict[str, tuple[str, list[str]]] = {
@@ -49,7 +58,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "duplicates": ("FAIL", [C + "test_no_duplicate_delivery.py"]),
-    "wrong_len": ("FAIL", [EO + "::test_len_matches_the_batches_handed_out"]),
+    "wrong_len": ("FAIL", [EO + "::test_len_matches_the_batches_handed_out", DRAWN, MORE_DRAWN]),
     "breaks_under_spawn": (
         "FAIL",
         [
@@ -57,7 +66,13 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             EO + "::test_every_start_method_hands_out_every_batch[forkserver]",
         ],
     ),
-    "no_timeout": ("FAIL", [IT + "::test_timeout_raises_when_a_worker_hangs"]),
+    "no_timeout": (
+        "FAIL",
+        [
+            IT + "::test_timeout_raises_when_a_worker_hangs",
+            C + "test_no_silent_loss.py::test_more_drawn_fault_schedules_keep_every_must",
+        ],
+    ),
     "loses_exception_type": (
         "FAIL",
         [
@@ -66,15 +81,9 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             IT + "::test_every_item_raising_gives_one_error_per_batch",
         ],
     ),
-    "ignores_drop_last_for_iterables": (
-        "FAIL",
-        [EO + "::test_batches_are_torchs_for_drawn_configurations"],
-    ),
-    "same_shuffle_every_epoch": (
-        "FAIL",
-        [EO + "::test_batches_are_torchs_for_drawn_configurations"],
-    ),
-    "ignores_sampler": ("FAIL", [EO + "::test_batches_are_torchs_for_more_drawn_configurations"]),
+    "ignores_drop_last_for_iterables": ("FAIL", [DRAWN, MORE_DRAWN]),
+    "same_shuffle_every_epoch": ("FAIL", [DRAWN, MORE_DRAWN]),
+    "ignores_sampler": ("FAIL", [DRAWN, MORE_DRAWN]),
     "threads_untagged_epochs": (
         "FAIL",
         [NSTALE + "::test_abandoned_epoch_leaves_nothing_stale_for_the_next"],
@@ -88,7 +97,13 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
         [SC + "::test_dropping_an_iterator_with_large_results_in_flight_is_prompt"],
     ),
     "pipes_ignores_done_event": ("FAIL", [SC + "::test_workers_fetch_nothing_once_shutdown_began"]),
-    "pipes_never_reaps": ("FAIL", [SC + "::test_leaving_an_epoch_early_stops_every_worker"]),
+    "pipes_never_reaps": (
+        "FAIL",
+        [
+            SC + "::test_leaving_an_epoch_early_stops_every_worker",
+            PE + "::test_abandoned_iterable_epoch_leaves_the_next_whole",
+        ],
+    ),
     "pipes_no_watchdog": (
         "FAIL",
         [
@@ -103,7 +118,13 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             SC + "::test_stuck_worker_with_the_pin_thread_is_terminated_at_shutdown",
         ],
     ),
-    "epoch_timeout": ("FAIL", [IT + "::test_timeout_bounds_each_next_not_the_epoch"]),
+    "epoch_timeout": (
+        "FAIL",
+        [
+            IT + "::test_timeout_bounds_each_next_not_the_epoch",
+            TPN + "::test_timeout_does_not_count_the_users_time_between_batches",
+        ],
+    ),
     "keeps_going_after_timeout": ("FAIL", [NDAS + "::test_nothing_is_handed_out_after_a_timeout"]),
     "reads_window_ahead": (
         "NON-STRICT",
@@ -111,7 +132,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "leaks_threads_and_fds": (
         "FAIL",
-        [SC + "::test_fd_count_stays_flat_across_persistent_pinned_loaders"],
+        [
+            SC + "::test_fd_count_stays_flat_across_persistent_pinned_loaders",
+            PE + "::test_abandoned_iterable_epoch_leaves_the_next_whole",
+        ],
     ),
     "stops_after_error": (
         "FAIL",
@@ -133,6 +157,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             WD,
             C + "test_no_silent_loss.py",
             IT + "::test_unpicklable_result_raises_instead_of_hanging",
+            FR,
         ],
     ),
     "hangs_after_worker_death": ("FAIL", [C + "test_fail_stop_after_fatal_error.py"]),
@@ -158,7 +183,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "ignores_worker_init_fn": (
         "FAIL",
-        [C + "test_type_ok.py::test_worker_init_fn_runs_before_the_worker_fetches"],
+        [C + "test_type_ok.py::test_worker_init_fn_runs_before_the_worker_fetches", DRAWN],
     ),
     "survives_parent": ("FAIL", [NOW]),
     "keeps_exhausted_worker": (
@@ -166,6 +191,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
         [
             C + "test_no_deadlock.py::test_uneven_iterable_shards_are_all_drained[True]",
             C + "test_no_deadlock.py::test_uneven_iterable_shards_are_all_drained[False]",
+            NOT + "::test_a_slow_iterable_worker_is_not_overtaken",
         ],
     ),
     "slow_death_report": (
@@ -175,6 +201,35 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     "leaks_shared_batches": (
         "FAIL",
         [SC + "::test_worker_killed_holding_a_shared_batch_leaves_nothing"],
+    ),
+    "collates_unbatched": (
+        "FAIL",
+        [DRAWN, MORE_DRAWN, DIB + "::test_unbatched_items_are_converted_not_collated"],
+    ),
+    "slips_batch_sampler": (
+        "FAIL",
+        [DRAWN, MORE_DRAWN, DIB + "::test_custom_batch_sampler_batches_are_handed_out_as_given"],
+    ),
+    "ignores_generator": (
+        "NON-STRICT",
+        [DRAWN, MORE_DRAWN, DIB + "::test_seeded_shuffle_gives_torchs_order"],
+    ),
+    "resumes_abandoned_iterable": (
+        "FAIL",
+        [DRAWN, MORE_DRAWN, PE + "::test_abandoned_iterable_epoch_leaves_the_next_whole"],
+    ),
+    "hangs_on_idle_death": (
+        "FAIL",
+        [
+            PE + "::test_death_between_persistent_epochs_is_reported_by_the_next",
+            PE + "::test_death_after_an_abandoned_iterable_epoch_is_reported",
+            C + "test_no_silent_loss.py::test_drawn_fault_schedules_keep_every_must",
+        ],
+    ),
+    "skips_a_late_batch": ("FAIL", [NOT]),
+    "pipes_feeder_blocks_exit": (
+        "FAIL",
+        [NOW + "::test_workers_exit_after_the_loader_process_is_sigkilled[blocked]", ORQ],
     ),
 }
 
@@ -222,6 +277,8 @@ WAITS = {
     "pipes_no_watchdog",
     "pipes_waits_for_blocked_writers",
     "leaks_threads_and_fds",
+    "hangs_on_idle_death",
+    "pipes_feeder_blocks_exit",
 }
 
 
@@ -269,9 +326,21 @@ def plan_groups(names: list[str]) -> list[dict[str, str]]:
     return [g for g in groups if g]
 
 
-def _collect() -> list[str]:
+@functools.cache
+def _collect(*args: str) -> list[str]:
+    """The node ids of the suite's cases (`args`: more pytest options, e.g. `-m quick`)."""
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "conformance", "--co", "-q", "-p", "no:cacheprovider"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "conformance",
+            "--co",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *args,
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -351,6 +420,56 @@ def test_every_case_has_a_broken_loader_that_catches_it() -> None:
         c for c in cases if not any(_matches(c, s) for _, sels in BROKEN.values() for s in sels)
     ]
     assert uncovered == [], f"cases no broken loader is shown to fail: {uncovered}"
+
+
+# Broken loaders the quick selection (`-m quick`) does not grade as they are graded in the whole
+# suite, and why (issue 25: the quick selection is chosen to catch what the whole suite catches).
+QUICK_MISSES = {
+    "breaks_under_spawn": "only a spawn or forkserver start shows it: 11-12 s each on the"
+    " reference, a fifth of the quick selection's 60 s",
+    "never_pins": "only the pin-memory case grades it (NON-STRICT, a SHOULD): 9 s on the reference",
+}
+# Broken loaders shown failing one case function only: each caught by one shape of scenario so
+# far (it may fail others, not shown). Issue 25's single points of detection are off this list.
+SINGLE_POINTS = {
+    "breaks_under_spawn",
+    "threads_untagged_epochs",
+    "threads_join_exhausted",
+    "pipes_waits_for_blocked_writers",
+    "pipes_ignores_done_event",
+    "keeps_going_after_timeout",
+    "reads_window_ahead",
+    "restarts_after_stop",
+    "never_pins",
+    "reseeds_workers",
+    "slow_death_report",
+    "leaks_shared_batches",
+}
+
+
+def _functions(cases: list[str], selectors: list[str]) -> set[str]:
+    return {c.split("[")[0] for c in cases if any(_matches(c, s) for s in selectors)}
+
+
+def test_the_quick_selection_grades_every_broken_loader_but_the_named() -> None:
+    """Each broken loader gets its whole-suite grade from a case of the quick selection (a
+    selector of BROKEN, each shown by test_broken_loader_fails_its_cases), but QUICK_MISSES."""
+    quick = _collect("-m", "quick")
+    caught = {name for name, (_, sels) in BROKEN.items() if _functions(quick, sels)}
+    print(
+        f"\n{len(caught)} of {len(BROKEN)} broken loaders graded in the quick selection"
+        f" ({len(quick)} cases); not: {sorted(set(BROKEN) - caught)}"
+    )
+    assert set(BROKEN) - caught == set(QUICK_MISSES)
+
+
+def test_every_broken_loader_is_caught_by_two_cases_but_the_named() -> None:
+    """No single point of detection: each broken loader fails (or is graded NON-STRICT by) at
+    least two case functions, but the SINGLE_POINTS named so far."""
+    cases = _collect()
+    single = {name for name, (_, sels) in BROKEN.items() if len(_functions(cases, sels)) < 2}
+    print(f"\n{len(BROKEN) - len(single)} of {len(BROKEN)} broken loaders caught by 2+ cases")
+    assert single == SINGLE_POINTS
 
 
 def test_every_broken_loader_module_is_used() -> None:

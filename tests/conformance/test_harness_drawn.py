@@ -73,3 +73,74 @@ def test_a_deadline_message_reads_the_last_timed_event():
     r = Run(Plan(n=1), SandboxReport(outcome="deadline", elapsed_s=20.0), list(events))
     with pytest.raises(pytest.fail.Exception, match=r"last events: batch, stop; nothing more"):
         scenario._deadline_passed(r, 20.0, "IterationTerminates")
+
+
+def _played(examples: int, picks: tuple[Config, ...]) -> list[Config]:
+    """The configurations a drawn case plays (its picks, then the derandomized draws)."""
+    from conformance.harness.drawn import check_drawn
+
+    seen: list[Config] = []
+    check_drawn(batching.configs(), seen.append, examples=examples, picks=picks, shrink_s=0)
+    return seen
+
+
+# What the batching cases' configurations must cover, with data to play it on (issue 25: the
+# fixed-seed draws once gave n=0 to every batch_size=None configuration).
+MUST_COVER = {
+    "map",
+    "iterable",
+    "batch_size=None, default collate",
+    "batch_size=None, custom collate",
+    "batched, default collate",
+    "batched, custom collate",
+    "sampling=batch_sampler",
+    "sampling=sampler",
+    "sampling=shuffle_seeded",
+    "persistent epochs",
+    "abandoned persistent iterable epoch",
+}
+
+
+@pytest.mark.parametrize(
+    ("examples", "picks", "wanted"),
+    [
+        (
+            2,
+            batching.QUICK_PICKS,
+            MUST_COVER - {"batch_size=None, custom collate"},
+        ),
+        (10, batching.MORE_PICKS, MUST_COVER),
+    ],
+    ids=["quick", "more"],
+)
+def test_the_played_configurations_are_not_degenerate(examples, picks, wanted):
+    """Every collate path on non-empty data, a custom batch_sampler, a seeded shuffle, persistent
+    epochs and an abandoned iterable epoch (one that torch gives more batches than it leaves
+    after) are played; len() is compared in every one; the draws are printed."""
+    played = _played(examples, picks)
+    covered: dict[str, int] = {}
+    for cfg in played:
+        print(cfg)
+        assert cfg.plan().len_of_loader
+        parts = cfg.covers()
+        if cfg.abandon is not None and len(torch_epochs(cfg)[0][0]) <= cfg.abandon:
+            parts.discard("abandoned persistent iterable epoch")
+        for part in parts:
+            covered[part] = covered.get(part, 0) + 1
+    print(covered)
+    assert "empty" not in covered
+    assert wanted <= set(covered), sorted(wanted - set(covered))
+
+
+def test_the_drawn_fault_schedules_cover_every_fault():
+    """The derandomized draws of the drawn fault cases (the quick one's 3, the whole suite's 10)
+    play every fault kind for worker processes, a kill between persistent epochs included."""
+    from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn
+
+    seen: list[schedules.Schedule] = []
+    for examples in (QUICK_EXAMPLES + 1, MORE_EXAMPLES):
+        strategy, picks = schedules.schedules("processes"), schedules.picks("processes")
+        check_drawn(strategy, seen.append, examples=examples, picks=picks, shrink_s=0)
+    for s in seen:
+        print(s.fault, s.at, s.n, s.workers)
+    assert {s.fault for s in seen} == set(schedules.FAULTS)

@@ -58,6 +58,21 @@ def test_a_sleeping_grandchild_is_reported_as_a_leftover_orphan_and_reaped():
     assert gone(grandchild)
 
 
+def test_a_leftover_is_named_so_that_a_leak_can_be_told_from_a_flake():
+    """Each process left behind is named: the k-th process the loader's process started (a
+    worker), its parent, when it started, its command line; a pid the run never had is none of
+    its workers."""
+    report = sandbox.run(T.orphans_then_kill_self, deadline_s=10, orphan_grace_s=0.5)
+    [survivor] = report.leftover_pids
+    name = report.name(survivor)
+    assert name.startswith(f"pid {survivor}: worker 1 of this loader (process 2 of 2 it started)")
+    assert f"parent {report.pid};" in name
+    assert " s after the loader's process); command: " in name
+    assert "UTC" in name
+    assert set(report.named) >= {survivor}
+    assert "never seen" in report.name(1)
+
+
 def test_an_unreaped_zombie_is_reported_and_reaped():
     report = sandbox.run(T.leak_zombie, deadline_s=10)
     assert report.zombies == [report.value]

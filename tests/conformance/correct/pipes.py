@@ -81,7 +81,7 @@ class _Process:
         if pid == 0:  # pragma: no cover - the child
             code = 0
             try:
-                for fd in (self.tasks, self.results, self.done, *keep):
+                for fd in (*owner.closed_in_worker(self), *keep):
                     os.close(fd)
                 owner.worker_loop(job, worker_id, seed, tasks_r, results_w, done_r)
             except BaseException:
@@ -119,6 +119,12 @@ class Pipes:
 
     # ---- in the worker (a forked child)
 
+    def closed_in_worker(self, p: _Process) -> tuple[int, ...]:
+        """The main process's ends of worker `p`'s pipes, closed in `p` right after the fork: a
+        worker holding the read end of its own results would never see its parent's death as
+        a broken pipe."""
+        return (p.tasks, p.results, p.done)
+
     def worker_loop(
         self, job: Job, worker_id: int, seed: int, tasks: int, results: int, done: int
     ) -> None:
@@ -141,7 +147,12 @@ class Pipes:
                 data = pickle.dumps((epoch, task, worker_id, result))
             except Exception as exc:
                 data = pickle.dumps((epoch, task, worker_id, Failure(exc, where)))
-            _write(results, data)
+            self.put_result(results, data)
+
+    def put_result(self, results: int, data: bytes) -> None:
+        """Send one result: written here, so a worker whose result does not fit the pipe blocks
+        in this write (where its watchdog still ends it)."""
+        _write(results, data)
 
     def watch_parent(self) -> None:
         """A watchdog thread ends the worker once its parent is gone, whatever it is doing."""
