@@ -117,6 +117,7 @@ class Kind(enum.Enum):
     TEMPORAL = "temporal"  # a temporal formula (cfg PROPERTY), under the spec's fairness
     DEADLOCK = "deadlock"  # TLC's built-in deadlock check
     MEASURED = "measured"  # wall-clock bounds: the conformance suite's clocks, not TLC
+    SUITE = "suite"  # many ranks at once: checked by the conformance suite, not modelled
 
 
 class PropertyName(enum.Enum):
@@ -139,6 +140,10 @@ class PropertyName(enum.Enum):
     NO_ORPHAN_WORKERS = "NoOrphanWorkers"
     FAIL_STOP_AFTER_FATAL_ERROR = "FailStopAfterFatalError"
     PROMPT_FAULT_HANDLING = "PromptFaultHandling"
+    # --- many ranks (a torch.distributed group, one loader per rank): the suite's, not the spec's
+    RANKS_PARTITION_EVERY_EPOCH = "RanksPartitionEveryEpoch"
+    RANKS_EVEN_BATCH_COUNTS = "RanksEvenBatchCounts"
+    RANKS_SHARE_EPOCH_PERMUTATION = "RanksShareEpochPermutation"
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,12 @@ class Property:
     def name(self) -> str:
         """The TLA+ definition name in spec/DataLoader.tla."""
         return self.prop.value
+
+    @property
+    def modelled(self) -> bool:
+        """Whether spec/DataLoader.tla states it as a formula TLC checks (a measured bound, or
+        a property of many ranks, is graded by the conformance suite only)."""
+        return self.kind not in (Kind.MEASURED, Kind.SUITE)
 
 
 P = PropertyName
@@ -257,6 +268,27 @@ PROPERTIES: tuple[Property, ...] = (
         Kind.MEASURED,
         "Worker death is reported, shutdown completes and orphans exit within 0.5 s"
         " (torch's 5 s status-check interval is allowed, as NON-STRICT).",
+    ),
+    Property(
+        P.RANKS_PARTITION_EVERY_EPOCH,
+        Level.MUST,
+        Kind.SUITE,
+        "On every rank of a process group, each epoch hands out exactly the items of that rank's"
+        " DistributedSampler (or iterable shard): across ranks every item once, padding apart.",
+    ),
+    Property(
+        P.RANKS_EVEN_BATCH_COUNTS,
+        Level.MUST,
+        Kind.SUITE,
+        "Every rank hands out the same number of batches each epoch, so a collective per step"
+        " (DDP's all_reduce) never leaves one rank waiting for the others.",
+    ),
+    Property(
+        P.RANKS_SHARE_EPOCH_PERMUTATION,
+        Level.MUST,
+        Kind.SUITE,
+        "After sampler.set_epoch(e) every rank hands out its sampler's order for epoch e: the"
+        " ranks cut one permutation per epoch, a new one each epoch.",
     ),
 )
 del P
