@@ -39,6 +39,8 @@ from faultinject import _wire, loaders, processes, sandbox
 from faultinject.datasets import FaultyDataset
 from faultinject.driver import MUST_BOUND_S, flat
 from faultinject.sandbox import SandboxReport
+from loaderspec import tracewriter
+from loaderspec.vocabulary import TRACE_DIR_ENV
 
 __all__ = ["RankPlan", "RankRun", "RankShardedIterable", "expected_indices", "run"]
 
@@ -163,6 +165,12 @@ class _Rank:
 
         plan = self.plan
         os.environ.update(RANK=str(self.rank), WORLD_SIZE=str(plan.world))
+        traced = os.environ.get(TRACE_DIR_ENV)
+        if traced:
+            # Each rank's iterators are runs of their own: a folder beside the case's, so that
+            # trace-check never merges the records of concurrent loader processes into one run.
+            os.environ[TRACE_DIR_ENV] = f"{traced.rstrip(os.sep)}-rank{self.rank}"
+            tracewriter.configure(os.environ[TRACE_DIR_ENV])
         timeout = datetime.timedelta(seconds=plan.step_timeout_s)
         dist.init_process_group("gloo", init_method="env://", timeout=timeout)
         try:
