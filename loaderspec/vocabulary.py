@@ -140,7 +140,14 @@ class PropertyName(enum.Enum):
     NO_ORPHAN_WORKERS = "NoOrphanWorkers"
     FAIL_STOP_AFTER_FATAL_ERROR = "FailStopAfterFatalError"
     PROMPT_FAULT_HANDLING = "PromptFaultHandling"
-    # --- many ranks (a torch.distributed group, one loader per rank): the suite's, not the spec's
+    # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
+    RESUME_EQUIVALENCE = "ResumeEquivalence"
+    CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
+    SNAPSHOT_IS_IMMUTABLE = "SnapshotIsImmutable"
+    LOAD_IS_NEVER_IGNORED = "LoadIsNeverIgnored"
+    RESUME_ADVANCES = "ResumeAdvances"
+    RESUME_TOPOLOGY_EXPLICIT = "ResumeTopologyExplicit"
+    # RANK_PROPERTIES: many ranks of a torch.distributed group, one loader each (the suite's only)
     RANKS_PARTITION_EVERY_EPOCH = "RanksPartitionEveryEpoch"
     RANKS_EVEN_BATCH_COUNTS = "RanksEvenBatchCounts"
     RANKS_SHARE_EPOCH_PERMUTATION = "RanksShareEpochPermutation"
@@ -154,16 +161,17 @@ class Property:
     level: Level
     kind: Kind
     claim: str  # one sentence: what a correct loader guarantees
+    module: str | None = "DataLoader"  # the spec module (spec/<module>.tla); None: no formula
 
     @property
     def name(self) -> str:
-        """The TLA+ definition name in spec/DataLoader.tla."""
+        """The TLA+ definition name in spec/<module>.tla."""
         return self.prop.value
 
     @property
     def modelled(self) -> bool:
-        """Whether spec/DataLoader.tla states it as a formula TLC checks (a measured bound, or
-        a property of many ranks, is graded by the conformance suite only)."""
+        """Whether a spec module states it as a formula TLC checks (a measured bound, or a
+        property of many ranks, is graded by the conformance suite only)."""
         return self.kind not in (Kind.MEASURED, Kind.SUITE)
 
 
@@ -269,12 +277,74 @@ PROPERTIES: tuple[Property, ...] = (
         "Worker death is reported, shutdown completes and orphans exit within 0.5 s"
         " (torch's 5 s status-check interval is allowed, as NON-STRICT).",
     ),
+)
+
+# Checkpoint and resume (issue 19): spec/DataLoaderCheckpoint.tla, the user's state_dict() and
+# load_state_dict() over the iterator's handed-out history. Kept apart from PROPERTIES, whose
+# every member spec/DataLoader.tla defines and every DataLoader model checks.
+CHECKPOINT_MODULE = "DataLoaderCheckpoint"
+CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
+    Property(
+        P.RESUME_EQUIVALENCE,
+        Level.MUST,
+        Kind.INVARIANT,
+        "What was handed out before a checkpoint followed by what the resumed loader hands out"
+        " is what an uninterrupted run hands out: the same sequence with in_order=True, the"
+        " same multiset per epoch otherwise.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.CHECKPOINT_IS_HANDED_OUT,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A state counts exactly the batches handed out, whatever is buffered, in flight or"
+        " queued (and an epoch that raised StopIteration as over).",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.SNAPSHOT_IS_IMMUTABLE,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A state, once returned by state_dict(), never changes.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.LOAD_IS_NEVER_IGNORED,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A loaded state governs the next iter(), whatever was called before it (iter(),"
+        " state_dict(), live persistent workers), or the load raises.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.RESUME_ADVANCES,
+        Level.MUST,
+        Kind.INVARIANT,
+        "A state taken after a resume is later than the one loaded, and every epoch after the"
+        " resumed one is whole.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.RESUME_TOPOLOGY_EXPLICIT,
+        Level.SHOULD,
+        Kind.INVARIANT,
+        "Resuming with another num_workers continues exactly, or raises a ValueError naming"
+        " both counts; never an assert, never a silent wrong stream.",
+        CHECKPOINT_MODULE,
+    ),
+)
+
+# Many ranks (issue 20): properties of a loader run on every rank of a torch.distributed group,
+# which the spec (one loader process, no payloads) does not model: the conformance suite grades
+# them on a real gloo group (conformance.harness.ranks); no formula, no broken variant.
+RANK_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RANKS_PARTITION_EVERY_EPOCH,
         Level.MUST,
         Kind.SUITE,
         "On every rank of a process group, each epoch hands out exactly the items of that rank's"
         " DistributedSampler (or iterable shard): across ranks every item once, padding apart.",
+        None,
     ),
     Property(
         P.RANKS_EVEN_BATCH_COUNTS,
@@ -282,6 +352,7 @@ PROPERTIES: tuple[Property, ...] = (
         Kind.SUITE,
         "Every rank hands out the same number of batches each epoch, so a collective per step"
         " (DDP's all_reduce) never leaves one rank waiting for the others.",
+        None,
     ),
     Property(
         P.RANKS_SHARE_EPOCH_PERMUTATION,
@@ -289,11 +360,21 @@ PROPERTIES: tuple[Property, ...] = (
         Kind.SUITE,
         "After sampler.set_epoch(e) every rank hands out its sampler's order for epoch e: the"
         " ranks cut one permutation per epoch, a new one each epoch.",
+        None,
     ),
 )
 del P
 
-PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in PROPERTIES)
+ALL_PROPERTIES: tuple[Property, ...] = PROPERTIES + CHECKPOINT_PROPERTIES + RANK_PROPERTIES
+PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in ALL_PROPERTIES)
+
+
+def module_properties(module: str) -> tuple[Property, ...]:
+    """The properties spec/<module>.tla defines (DataLoader's include TypeOK; so do the
+    checkpoint module's, which also defines its own TypeOK)."""
+    if module == CHECKPOINT_MODULE:
+        return (property_named("TypeOK"), *CHECKPOINT_PROPERTIES)
+    return tuple(p for p in ALL_PROPERTIES if p.module == module)
 
 
 def property_named(name: str | PropertyName) -> Property:
@@ -303,7 +384,7 @@ def property_named(name: str | PropertyName) -> Property:
         KeyError: naming the unknown property and listing the known ones.
     """
     value = name.value if isinstance(name, PropertyName) else name
-    for prop in PROPERTIES:
+    for prop in ALL_PROPERTIES:
         if prop.name == value:
             return prop
     known = ", ".join(sorted(PROPERTY_NAMES))

@@ -5,9 +5,13 @@ import re
 import pytest
 
 from loaderspec.vocabulary import (
+    ALL_PROPERTIES,
+    CHECKPOINT_MODULE,
+    CHECKPOINT_PROPERTIES,
     CORE_METHOD,
     PROPERTIES,
     PROPERTY_NAMES,
+    RANK_PROPERTIES,
     Action,
     Actor,
     Kind,
@@ -31,9 +35,9 @@ def test_every_main_action_has_a_core_method_and_nothing_else_does():
 
 
 def test_property_names_are_unique_claims_one_per_enum_member():
-    assert len(PROPERTY_NAMES) == len(PROPERTIES)
-    assert [p.prop for p in PROPERTIES] == list(PropertyName)
-    for prop in PROPERTIES:
+    assert len(PROPERTY_NAMES) == len(ALL_PROPERTIES)
+    assert [p.prop for p in ALL_PROPERTIES] == list(PropertyName)
+    for prop in ALL_PROPERTIES:
         assert re.fullmatch(r"[A-Z][A-Za-z]+", prop.name)
         assert prop.name == prop.prop.value
         assert prop.claim.endswith(")") or prop.claim.endswith(".")
@@ -56,3 +60,30 @@ def test_a_property_is_found_by_name_or_by_member():
 def test_unknown_property_error_names_it_and_the_known_ones():
     with pytest.raises(KeyError, match=r"'InOrder'.*InOrderDelivery"):
         property_named("InOrder")
+
+
+def test_checkpoint_properties_are_the_issue_19_names_of_their_own_module():
+    assert [p.name for p in CHECKPOINT_PROPERTIES] == [
+        "ResumeEquivalence",
+        "CheckpointIsHandedOut",
+        "SnapshotIsImmutable",
+        "LoadIsNeverIgnored",
+        "ResumeAdvances",
+        "ResumeTopologyExplicit",
+    ]
+    assert {p.module for p in CHECKPOINT_PROPERTIES} == {CHECKPOINT_MODULE}
+    assert {p.module for p in PROPERTIES} == {"DataLoader"}
+    should = [p.name for p in CHECKPOINT_PROPERTIES if p.level is Level.SHOULD]
+    assert should == ["ResumeTopologyExplicit"]
+
+
+def test_rank_properties_are_the_suites_alone():
+    assert [p.name for p in RANK_PROPERTIES] == [
+        "RanksPartitionEveryEpoch",
+        "RanksEvenBatchCounts",
+        "RanksShareEpochPermutation",
+    ]
+    assert all(p.kind is Kind.SUITE and p.module is None for p in RANK_PROPERTIES)
+    assert not any(p.modelled for p in RANK_PROPERTIES)
+    assert all(p.modelled for p in CHECKPOINT_PROPERTIES)
+    assert all(p.level is Level.MUST for p in RANK_PROPERTIES)
