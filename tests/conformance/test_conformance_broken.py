@@ -35,6 +35,7 @@ NOW = C + "test_no_orphan_workers.py"
 PFH = C + "test_prompt_fault_handling.py"
 NSTALE = C + "test_no_stale_epoch_delivery.py"
 RP = C + "test_ranks_partition_every_epoch.py"
+HO = C + "test_checkpoint_is_handed_out.py"
 
 # broken module -> (expected outcome, selectors: files or file::function)
 BROKEN: dict[str, tuple[str, list[str]]] = {
@@ -88,6 +89,21 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "ranks_unpadded_split": ("FAIL", [C + "test_ranks_even_batch_counts.py"]),
     "ranks_forgets_set_epoch": ("FAIL", [C + "test_ranks_share_epoch_permutation.py"]),
+    "resume_counts_prefetched": (
+        "FAIL",
+        [
+            C + "test_resume_equivalence.py",
+            HO + "::test_state_counts_handed_out_batches_not_prefetched_ones",
+        ],
+    ),
+    "resume_replays_finished_epoch": (
+        "FAIL",
+        [HO + "::test_state_at_an_epoch_end_resumes_at_the_next_epoch"],
+    ),
+    "resume_live_state": ("FAIL", [C + "test_snapshot_is_immutable.py"]),
+    "resume_ignores_late_load": ("FAIL", [C + "test_load_is_never_ignored.py"]),
+    "resume_sticky_skip": ("FAIL", [C + "test_resume_advances.py"]),
+    "resume_asserts_topology": ("NON-STRICT", [C + "test_resume_topology_explicit.py"]),
     "threads_untagged_epochs": (
         "FAIL",
         [NSTALE + "::test_abandoned_epoch_leaves_nothing_stale_for_the_next"],
@@ -368,7 +384,7 @@ def test_every_case_has_a_broken_loader_that_catches_it() -> None:
 
 def test_every_broken_loader_module_is_used() -> None:
     modules = {p.stem for p in (Path(__file__).parent / "broken").glob("*.py")}
-    assert modules - {"__init__", "_wrap", "dispatch"} == set(BROKEN)
+    assert modules - {"__init__", "_wrap", "_stateful", "dispatch"} == set(BROKEN)
 
 
 @pytest.mark.slow
