@@ -35,6 +35,7 @@ from torch.utils.data import IterableDataset
 from faultinject import _fire, loaders, sandbox
 from faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
 from faultinject.driver import MUST_BOUND_S, flat
+from faultinject.faults import Raise
 from faultinject.sandbox import SandboxReport
 
 __all__ = ["Cut", "ResumePlan", "ResumeRun", "StatefulShards", "run"]
@@ -69,7 +70,9 @@ class ResumePlan:
     with `dataset_state`); else a map-style `FaultyDataset(n)`. `seed`: shuffle with
     `torch.Generator().manual_seed(seed)`, a fresh one per loader. `resume_kwargs`: the resumed
     loaders' arguments (another num_workers), else `kwargs`. `before_load`: what a resumed
-    loader is put through before `load_state_dict`.
+    loader is put through before `load_state_dict`. `faults`: items that raise when fetched
+    (map-style): each error is handed out in its turn and the epoch goes on, in every run, so
+    a state may be taken after a fault (an error counts as a step, like a batch).
     """
 
     n: int = 12
@@ -82,6 +85,7 @@ class ResumePlan:
     resume_kwargs: Mapping[str, Any] | None = None
     before_load: Literal["nothing", "iter", "state_dict"] = "nothing"
     uninterrupted: bool = True
+    faults: tuple[Raise, ...] = ()
 
 
 class StatefulShards(IterableDataset):
@@ -140,9 +144,14 @@ class _Resume:
             }
         )
 
-    def error(self, seg: int, epoch: int | None, at: str, exc: BaseException) -> None:
+    def error(self, seg: int, epoch: int | None, at: str, exc: BaseException, **extra: Any) -> None:
         text = f"{type(exc).__name__}: {exc}"[:500]
-        self.event(seg, epoch, "error", text, at=at, type=type(exc).__name__)
+        self.event(seg, epoch, "error", text, at=at, type=type(exc).__name__, **extra)
+
+    @property
+    def steps_bound(self) -> int:
+        """More next() calls than an epoch has tasks: a loader that never ends after an error."""
+        return self.plan.n + sum(self.plan.shards or ()) + 1
 
     def build(self, seg: int) -> Any:
         import torch
@@ -152,7 +161,7 @@ class _Resume:
         if plan.seed is not None:
             kwargs["generator"] = torch.Generator().manual_seed(plan.seed)
         if plan.shards is None:
-            data: Any = FaultyDataset(plan.n)
+            data: Any = FaultyDataset(plan.n, plan.faults)
         else:
             data = (
                 StatefulShards(plan.shards) if plan.dataset_state else FaultyIterable(plan.shards)
@@ -292,8 +301,11 @@ class _Resume:
                 self.event(seg, epoch, "stop")
                 break
             except Exception as exc:
-                self.error(seg, epoch, "next", exc)
-                return False
+                self.error(seg, epoch, "next", exc, kept=kept)
+                if not self.plan.faults or taken > self.steps_bound:
+                    return False
+                taken += 1  # an error handed out in its turn: a step, as a batch is
+                continue
             taken += 1
             self.event(seg, epoch, "batch", flat(batch), kept=kept)
         if cut is not None and cut.how == "end":
@@ -344,8 +356,9 @@ class ResumeRun:
     def uninterrupted(self) -> dict[int, list[Any]]:
         """Epoch -> the batches the uninterrupted run handed out."""
         out: dict[int, list[Any]] = {e: [] for e in range(self.plan.epochs)}
-        for ev in self.of(-1, "batch"):
-            out[ev["epoch"]].append(ev["value"])
+        for ev in self.events:
+            if ev["seg"] == -1 and _handed_out(ev):
+                out[ev["epoch"]].append(_value(ev))
         return out
 
     def resumed(self) -> dict[int, list[Any]]:
@@ -353,9 +366,18 @@ class ResumeRun:
         to the state the next one resumed from, then the last segment's."""
         out: dict[int, list[Any]] = {e: [] for e in range(self.plan.epochs)}
         for ev in self.events:
-            if ev["kind"] == "batch" and ev["seg"] >= 0 and ev["kept"]:
-                out[ev["epoch"]].append(ev["value"])
+            if ev["seg"] >= 0 and _handed_out(ev) and ev["kept"]:
+                out[ev["epoch"]].append(_value(ev))
         return out
+
+
+def _handed_out(ev: dict[str, Any]) -> bool:
+    """A batch, or an error handed out in its turn by next()."""
+    return ev["kind"] == "batch" or (ev["kind"] == "error" and ev.get("at") == "next")
+
+
+def _value(ev: dict[str, Any]) -> Any:
+    return ev["value"] if ev["kind"] == "batch" else [f"error {ev['type']}"]
 
 
 def run(

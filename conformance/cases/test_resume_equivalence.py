@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness import Grade, kwargs
+from conformance.harness import Grade, Raise, kwargs
 from conformance.harness.drawn import QUICK_EXAMPLES, check_drawn
 from conformance.harness.resume import (
     ADVANCES,
@@ -29,6 +29,14 @@ from conformance.harness.resume import (
 PICKS = (
     # shuffled, 2 workers, a state mid-epoch 0 (fewer batches than are prefetched)
     ResumePlan(n=12, kwargs=kwargs(2, 2, batch_size=2, shuffle=True), seed=5, cuts=(Cut(0, 1),)),
+    # an item raises in its turn; the state is taken right after that error (after a fault)
+    ResumePlan(
+        n=10,
+        kwargs=kwargs(2, 2, batch_size=2),
+        epochs=2,
+        cuts=(Cut(0, 2),),
+        faults=(Raise(3),),
+    ),
     # iterable shards with a state of their own, a break in epoch 1
     ResumePlan(
         shards=(5, 3),
@@ -61,10 +69,10 @@ def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
     loader_cls: type, grade: Grade
 ) -> None:
     """Drawn configurations (map or iterable, a dataset with its own state_dict or not, 0-3
-    workers, prefetch, persistent, in_order, a seeded shuffle, 1-3 epochs) and checkpoint
-    moments (after k batches, after a break, at an epoch's end, before iter(), twice in one
-    epoch, a second resume fewer than num_workers batches later): the resumed run hands out
-    what an uninterrupted one does.
+    workers, prefetch, persistent, in_order, a seeded shuffle, an item that raises, 1-3 epochs)
+    and checkpoint moments (after k batches, after a fault, after a break, at an epoch's end,
+    before iter(), twice in one epoch, a second resume fewer than num_workers batches later):
+    the resumed run hands out what an uninterrupted one does.
 
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): "a drop in replacement
     for torch.utils.data.DataLoader that implements state_dict and load_state_dict methods,

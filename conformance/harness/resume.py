@@ -35,6 +35,7 @@ from conformance.harness import checks
 from conformance.harness.grading import Grade, fail
 from conformance.harness.scenario import LEAK_WAIT_S
 from faultinject import loaders, resume
+from faultinject.faults import Raise
 from faultinject.resume import Cut, ResumePlan, ResumeRun
 
 __all__ = [
@@ -109,6 +110,8 @@ def describe(plan: ResumePlan) -> str:
         data += " (a dataset with its own state_dict)"
     args = ", ".join(f"{k}={v!r}" for k, v in plan.kwargs.items())
     seed = f", generator seeded {plan.seed}" if plan.seed is not None else ""
+    if plan.faults:
+        seed += f", item {plan.faults[0].at} raises"
     cuts = "; then ".join(_cut(c) for c in plan.cuts)
     again = f"; resumed with {dict(plan.resume_kwargs)}" if plan.resume_kwargs else ""
     moved = f"; before load_state_dict: {plan.before_load}" if plan.before_load != "nothing" else ""
@@ -129,14 +132,21 @@ def _cut(cut: Cut) -> str:
 
 
 def errors(r: ResumeRun) -> list[dict[str, Any]]:
-    """The errors the interrupted run met (a load, iter(), next(), state_dict())."""
-    return [e for e in r.of(None, "error") if e["seg"] >= 0]
+    """The errors the interrupted run met (a load, iter(), next(), state_dict()), but those
+    the plan's faults raise in their turn (they are part of the stream compared)."""
+    return [e for e in r.of(None, "error") if e["seg"] >= 0 and not _injected(r, e)]
+
+
+def _injected(r: ResumeRun, e: dict[str, Any]) -> bool:
+    """An error next() raised for one of the plan's faults (its type, re-raised in turn)."""
+    kinds = {f.exc_type.__name__ for f in r.plan.faults}
+    return e["at"] == "next" and e["type"] in kinds
 
 
 def same_stream(grade: Grade, r: ResumeRun, prop: str = EQUIVALENCE) -> None:
     """`prop`: the interrupted run hands out, epoch by epoch, what the uninterrupted one did."""
     plan = r.plan
-    full_errors = r.of(-1, "error")
+    full_errors = [e for e in r.of(-1, "error") if not _injected(r, e)]
     if full_errors:
         grade.fail(prop, "an uninterrupted run without errors", full_errors[0]["value"])
         return
@@ -223,11 +233,11 @@ def topology(grade: Grade, r: ResumeRun) -> None:
 
 @st.composite
 def configs(draw: st.DrawFn) -> ResumePlan:
-    """A configuration and a checkpoint moment: map-style or iterable (with or without a
-    dataset state), 0-3 workers, prefetch 1-3, persistent, in_order, shuffle with a seeded
-    generator, 1-3 epochs; a state after some batches, after a break, at an epoch's end or
-    before iter(); sometimes twice in one epoch, or a second resume fewer than num_workers
-    batches after the first."""
+    """A configuration and a checkpoint moment: map-style (sometimes with an item that raises)
+    or iterable (with or without a dataset state), 0-3 workers, prefetch 1-3, persistent,
+    in_order, shuffle with a seeded generator, 1-3 epochs; a state after some batches (maybe
+    after the fault), after a break, at an epoch's end or before iter(); sometimes twice in one
+    epoch, or a second resume fewer than num_workers batches after the first."""
     workers = draw(st.integers(0, 3))
     bs = draw(st.integers(1, 3))
     iterable = draw(st.booleans())
@@ -237,6 +247,7 @@ def configs(draw: st.DrawFn) -> ResumePlan:
         kwargs["persistent_workers"] = draw(st.booleans())
         kwargs["in_order"] = draw(st.booleans())
     seed = None
+    faults: tuple[Raise, ...] = ()
     if iterable:
         shards = tuple(draw(st.lists(st.integers(0, 7), min_size=1, max_size=3)))
         n, stateful = sum(shards), draw(st.booleans())
@@ -249,6 +260,8 @@ def configs(draw: st.DrawFn) -> ResumePlan:
         if draw(st.booleans()):
             kwargs["shuffle"] = True
             seed = draw(st.integers(0, 2**16))
+        if draw(st.integers(0, 3)) == 0:  # a fault: an item raises, in its turn, every epoch
+            faults = (Raise(draw(st.integers(0, n - 1))),)
     epochs = draw(st.integers(1, 3))
     epoch = draw(st.integers(0, epochs - 1))
     how = draw(st.sampled_from(["next", "next", "break", "end", "before_iter"]))
@@ -270,4 +283,5 @@ def configs(draw: st.DrawFn) -> ResumePlan:
         seed=seed,
         epochs=epochs,
         cuts=tuple(cuts),
+        faults=faults,
     )

@@ -33,6 +33,9 @@ class StatefulRelay(Relay):
         except StopIteration:
             self.loader.epoch_ended()
             raise
+        except Exception:
+            self.loader.handed_out()  # an error handed out in its turn is a step too
+            raise
         self.loader.handed_out()
         return batch
 
@@ -73,7 +76,12 @@ class Stateful(Wrapped):
         self.rng.manual_seed(self.position["seed"] + self.position["epoch"])
         relay = super().__iter__()
         for _ in range(self.skipped()):
-            next(relay.it)
+            try:
+                next(relay.it)
+            except StopIteration:
+                break
+            except Exception:  # an error handed out before: skipped as its batch would be
+                continue
         return relay
 
     def skipped(self) -> int:
