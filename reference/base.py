@@ -8,8 +8,10 @@ of processes: ``reference/shell.py`` adds the workers.
 
 from __future__ import annotations
 
+import copy
 import os
 import warnings
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -17,6 +19,7 @@ from torch.utils.data import _DatasetKind
 from torch.utils.data._utils import pin_memory as torch_pin_memory
 
 from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV
+from reference.checkpoint import SamplerCursor, start_fetcher, worker_starts
 
 if TYPE_CHECKING:
     from reference.loader import DataLoader
@@ -63,7 +66,8 @@ class BaseIter:
         self._collate_fn = loader.collate_fn
         # torch creates the sampler iterator *before* drawing base_seed; RandomSampler draws its
         # own seed lazily on the first next(), so this order keeps the generator's stream equal.
-        self._sampler_iter = iter(self._index_sampler)
+        self._progress = loader._begin_epoch()  # what state_dict() describes (checkpoint.py)
+        self._sampler_iter = self._epoch_sampler_iter(loader)
         self._base_seed = (
             torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
         )
@@ -73,8 +77,20 @@ class BaseIter:
     def __iter__(self) -> BaseIter:
         return self
 
+    def _epoch_sampler_iter(self, loader: DataLoader) -> Iterator[Any]:
+        """This epoch's sampler iterator: map-style, counted by position (a resumed epoch skips
+        the positions handed out); an IterableDataset's sampler gives nothing to resume."""
+        sampler_iter = iter(self._index_sampler)
+        if self._dataset_kind == _DatasetKind.Iterable:
+            return sampler_iter
+        cursor = SamplerCursor(sampler_iter, loader.generator, self._progress.start)
+        self._progress.cursor = cursor
+        return cursor
+
     def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
-        self._sampler_iter = iter(self._index_sampler)
+        if not first_iter:
+            self._progress = loader._begin_epoch()
+        self._sampler_iter = self._epoch_sampler_iter(loader)
         self._num_yielded = 0
         self._IterableDataset_len_called = loader._IterableDataset_len_called
 
@@ -85,7 +101,11 @@ class BaseIter:
         raise NotImplementedError
 
     def __next__(self) -> Any:
-        data = self._next_data()
+        try:
+            data = self._next_data()
+        except StopIteration:
+            self._progress.end()
+            raise
         self._num_yielded += 1
         if (
             self._dataset_kind == _DatasetKind.Iterable
@@ -119,17 +139,39 @@ class SingleProcessIter(BaseIter):
 
     def __init__(self, loader: DataLoader) -> None:
         super().__init__(loader)
-        self._dataset_fetcher = _DatasetKind.create_fetcher(
-            self._dataset_kind,
-            self._dataset,
-            self._auto_collation,
-            self._collate_fn,
-            self._drop_last,
+        self._stateful = loader._stateful_dataset
+        starts = worker_starts(
+            self._progress.resumed_start,
+            stateful=self._stateful,
+            items_per_batch=loader._items_per_batch,
+            num_workers=0,
+        )
+
+        def make_fetcher() -> Any:
+            return _DatasetKind.create_fetcher(
+                self._dataset_kind,
+                self._dataset,
+                self._auto_collation,
+                self._collate_fn,
+                self._drop_last,
+            )
+
+        self._dataset_fetcher = start_fetcher(
+            make_fetcher, self._dataset, None if starts is None else starts[0]
         )
 
     def _next_data(self) -> Any:
         index = self._next_index()  # may raise StopIteration
-        data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+        try:
+            data = self._dataset_fetcher.fetch(index)  # may raise StopIteration
+        except StopIteration:
+            raise
+        except BaseException:
+            self._progress.count()  # handed out as the error it raised
+            raise
+        self._progress.count()
+        if self._stateful:
+            self._progress.dataset_state(0, copy.deepcopy(self._dataset.state_dict()))
         if self._pin_memory and self._pin_memory_device is not None:
             data = torch_pin_memory.pin_memory(data, self._pin_memory_device)
         return data

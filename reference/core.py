@@ -381,6 +381,13 @@ class ProtocolCore:
         self._ready: int | None = None  # in_order=False: the result to hand out now
         self.exhausted_worker: int | None = None  # worker whose exhaustion awaits marking
         self.exhausted_task = -1
+        # What a checkpoint describes (docs/checkpoint.md): the tasks handed out this epoch, as
+        # the lowest idx not handed out plus the handed ones above it (in_order=False: at most
+        # the prefetch window), and per worker how many of its results were handed out.
+        self.handed_below = 0
+        self.handed_above: set[int] = set()
+        self.handed_per_worker = [0] * self.num_workers
+        self.last_handed_worker: int | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """The main process's spec variables, as a trace record's ``state``
@@ -652,6 +659,7 @@ class ProtocolCore:
         kind, payload = self._results.pop(idx)
         if idx == self.rcvd_idx:
             self.rcvd_idx += 1
+        self._count_handed(idx, worker)
         self.workers_num_tasks[worker] -= 1
         self._put_budget += 1  # torch tries a put after each hand-out
         self.in_call = False  # next() returns (the refill after it is between calls)
@@ -659,6 +667,25 @@ class ProtocolCore:
             self.request = Request.REFILL
         self.last = _new_step(Step, (act, worker, idx, kind))
         return Delivery(idx, worker, kind, payload)
+
+    def _count_handed(self, idx: int, worker: int) -> None:
+        """Record a hand-out for checkpoints (``handed_out``)."""
+        self.handed_per_worker[worker] += 1
+        self.last_handed_worker = worker
+        if idx != self.handed_below:
+            self.handed_above.add(idx)
+            return
+        below = idx + 1
+        above = self.handed_above
+        while below in above:
+            above.discard(below)
+            below += 1
+        self.handed_below = below
+
+    def handed_out(self) -> tuple[int, list[int]]:
+        """The tasks of this epoch handed out to the user, whatever is buffered, in flight or
+        queued (CheckpointIsHandedOut): ``(handed_below, sorted handed_above)``."""
+        return self.handed_below, sorted(self.handed_above)
 
     def skip_exhausted(self) -> int:
         """MainSkipExhausted: step rcvd_idx over a retired or handed-out slot; returns the slot."""

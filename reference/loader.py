@@ -8,6 +8,7 @@ fields and the same behaviour, so a harness can swap it in. Knows no protocol: t
 
 from __future__ import annotations
 
+import copy
 import multiprocessing as python_multiprocessing
 from collections.abc import Callable, Iterable
 from math import ceil
@@ -28,6 +29,14 @@ from torch.utils.data._utils import collate as torch_collate
 from torch.utils.data.dataloader import _InfiniteConstantSampler
 
 from reference.base import BaseIter, SingleProcessIter
+from reference.checkpoint import (
+    ITERABLE,
+    MAP,
+    EpochProgress,
+    check_state,
+    fresh_state,
+    is_stateful,
+)
 from reference.shell import MultiProcessingIter
 
 T_co = TypeVar("T_co", covariant=True)
@@ -73,6 +82,7 @@ class DataLoader(Generic[T_co]):
         persistent_workers: bool = False,
         pin_memory_device: str = "",
         in_order: bool = True,
+        snapshot_every_n_steps: int | None = 1,
     ) -> None:
         if num_workers < 0:
             raise ValueError(
@@ -93,6 +103,17 @@ class DataLoader(Generic[T_co]):
             raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:
             raise ValueError("persistent_workers option needs num_workers > 0")
+        if snapshot_every_n_steps is not None and (
+            not isinstance(snapshot_every_n_steps, int) or snapshot_every_n_steps < 1
+        ):
+            raise ValueError(
+                "snapshot_every_n_steps should be a positive int (or None), got"
+                f" {snapshot_every_n_steps!r}; the reference's state is exact at every step,"
+                " whatever its value"
+            )
+        # torchdata StatefulDataLoader's argument, accepted for compatibility: state_dict() is
+        # computed when asked, exact at every step (docs/checkpoint.md).
+        self.snapshot_every_n_steps = snapshot_every_n_steps
 
         self.dataset = dataset
         self.num_workers = num_workers
@@ -170,6 +191,10 @@ class DataLoader(Generic[T_co]):
         self.__initialized = True
         self._IterableDataset_len_called: int | None = None
         self._iterator = None
+        # Checkpoint and resume (reference/checkpoint.py, docs/checkpoint.md).
+        self._pending_state: dict[str, Any] | None = None  # loaded, for the next iter()
+        self._progress: EpochProgress | None = None  # the last iterator's epoch
+        self._next_epoch = 0  # the epoch the next iter() starts, absent a loaded state
         self.check_worker_number_rationality()
 
     # torch's property and check, unchanged (they read only public fields).
@@ -234,15 +259,80 @@ class DataLoader(Generic[T_co]):
         if self.persistent_workers and self.num_workers > 0:
             it = self._iterator
             # A failed iterator (worker death, timeout) or one shut down is not resumed: fresh
-            # workers instead (docs/architecture.md, fail-stop).
-            if isinstance(it, MultiProcessingIter) and it.resumable:
+            # workers instead (docs/architecture.md, fail-stop). Nor after load_state_dict():
+            # the loaded state starts fresh workers, so that it is never ignored.
+            # An iterator that began from a loaded state is not reused either: its workers' shards
+            # were arranged for that state (and a trace's NumTasks is per iterator).
+            if (
+                isinstance(it, MultiProcessingIter)
+                and it.resumable
+                and self._pending_state is None
+                and not it.began_resumed
+            ):
                 it._reset(self)
                 return it
             if isinstance(it, MultiProcessingIter):
+                progress = self._progress
+                ended = progress is not None and progress.ended
+                if it.began_resumed and self._pending_state is None and ended:
+                    # The next epoch as these workers would have begun it.
+                    self._pending_state = progress.state()
                 it.shut_down()
             self._iterator = self._get_iterator()
             return self._iterator
         return self._get_iterator()
+
+    # ------------------------------------------------------ checkpoint and resume ----------
+    @property
+    def _checkpoint_kind(self) -> str:
+        return ITERABLE if self._dataset_kind == _DatasetKind.Iterable else MAP
+
+    @property
+    def _stateful_dataset(self) -> bool:
+        """An IterableDataset with torchdata's Stateful protocol: its state is saved and
+        loaded; any other is fast-forwarded (docs/checkpoint.md)."""
+        return self._dataset_kind == _DatasetKind.Iterable and is_stateful(self.dataset)
+
+    @property
+    def _items_per_batch(self) -> int:
+        return self.batch_size if self.batch_size is not None else 1
+
+    def _begin_epoch(self) -> EpochProgress:
+        """An iterator begins an epoch: the loaded state's, or the next one."""
+        start, self._pending_state = self._pending_state, None
+        epoch = self._next_epoch if start is None else start["epoch"]
+        self._next_epoch = epoch + 1
+        self._progress = EpochProgress(
+            kind=self._checkpoint_kind,
+            num_workers=self.num_workers,
+            epoch=epoch,
+            start=start,
+            generator=self.generator,
+            persistent=self.persistent_workers,
+        )
+        return self._progress
+
+    def state_dict(self) -> dict[str, Any]:
+        """The loader's position: what the last iterator handed out (the batches the user
+        got, never those prefetched), or the loaded state the next ``iter()`` will start from.
+        Allowed at any moment; the dict returned is the caller's and never changes."""
+        if self._pending_state is not None:
+            return copy.deepcopy(self._pending_state)
+        if self._progress is None:
+            return fresh_state(self._checkpoint_kind, self.num_workers, self._next_epoch)
+        return self._progress.state()
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Make the next ``iter()`` continue from ``state_dict`` (what ``state_dict()``
+        returned, here or in an earlier process), whatever was called before.
+
+        Raises:
+            TypeError, ValueError: not such a state, or an IterableDataset's taken with another
+                ``num_workers`` (the message names both counts).
+        """
+        self._pending_state = check_state(
+            state_dict, kind=self._checkpoint_kind, num_workers=self.num_workers
+        )
 
     @property
     def _auto_collation(self) -> bool:

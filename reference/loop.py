@@ -3,7 +3,8 @@
 Owns the IO that goes with each main-process action and its order around the core step (a put
 is logged before it happens, a get after: docs/architecture.md "Trace records"), and ``take``,
 the one helper that makes a core call and writes its trace record from ``core.last``, so the two
-cannot drift. Makes no protocol decision: what happens next is always ``core.next_action()``.
+cannot drift; a worker's steps (``reference/worker_core.py``) are taken by it too. Makes no
+protocol decision: what happens next is always ``core.next_action()``.
 
 Two ports run it: the IO shell (``reference/shell.py``: processes, pipes, the pin thread) and
 the test model (``tests/reference/refcore_model.py``: a simulated world whose every
@@ -34,6 +35,7 @@ from reference.messages import (
     TimedOut,
     Traced,
 )
+from reference.worker_core import WORKER_METHOD, WorkerCore
 
 
 class IteratorFailed(Exception):
@@ -87,18 +89,21 @@ class Port(Protocol):
 
 
 def take(
-    core: ProtocolCore,
+    core: ProtocolCore | WorkerCore,
     action: Action,
     *args: Any,
     origin: Origin | None = None,
     at_write: bool = False,
+    t: int | None = None,
 ) -> Any:
-    """Take ``action`` (the core's method ``CORE_METHOD[action]``, or for the fault the main
-    process observes itself ``OBSERVED_FAULT_METHOD[action]``) and write its trace record
-    (``origin``: that of the message the step read). Where the step's effect is the port's,
-    the record is written there, with the step's post-state: ``at_write``, by the port's
-    ``send`` just before it writes (``log_write``); MainProcessData's where the shell hands
-    the batch out (``hand_out``), at the time of the step.
+    """Take ``action`` (the core's method: ``CORE_METHOD[action]``, for the fault the main
+    process observes itself ``OBSERVED_FAULT_METHOD[action]``, a worker's ``WORKER_METHOD``)
+    and write its trace record (``origin``: that of the message the step moved; ``t``: when
+    the step happened, if before now). Where the step's effect is the port's, the record is
+    written there, with the step's post-state: ``at_write``, by the port's ``send`` just
+    before it writes (``log_write``); MainProcessData's where the shell hands the batch out
+    (``hand_out``), at the time of the step. A step the core says is none of the spec's
+    (``last`` is None: a worker's error that does not pickle) writes no record.
 
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
@@ -106,7 +111,8 @@ def take(
     result = getattr(core, _METHOD[id(action)])(*args)
     if tracewriter.ENABLED:
         step = core.last
-        assert step is not None  # every action method sets it
+        if step is None:
+            return result
         fields = {
             "epoch": core.epoch,
             "worker": step.worker,
@@ -119,7 +125,7 @@ def take(
         elif at_write:
             _WRITES[core] = (action, fields)
         else:
-            tracewriter.emit(action, origin=origin, **fields)
+            tracewriter.emit(action, origin=origin, t=t, **fields)
     return result
 
 
@@ -162,7 +168,10 @@ def hand_out(core: ProtocolCore, payload: Any) -> Any:
 
 # CORE_METHOD and _PERFORM keyed by id(action) for the per-batch path: ``Enum.__hash__`` is a
 # Python function (reference.core._State says more), and so is ``Action.X`` (a descriptor).
-_METHOD = {id(action): name for action, name in {**CORE_METHOD, **OBSERVED_FAULT_METHOD}.items()}
+_METHOD = {
+    id(action): name
+    for action, name in {**CORE_METHOD, **OBSERVED_FAULT_METHOD, **WORKER_METHOD}.items()
+}
 _TRY_PUT, _GET, _PROCESS = Action.MAIN_TRY_PUT_INDEX, Action.MAIN_GET_DATA, Action.MAIN_PROCESS_DATA
 _CALL = Action.MAIN_CALL_NEXT
 _JOIN = Action.MAIN_JOIN_WORKER

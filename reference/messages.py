@@ -20,6 +20,7 @@ from reference.core import Kind
 # Index-queue messages that are not tasks.
 RESUME = "resume"  # a new epoch begins (torch's _ResumeIteration); the worker acks with a Result
 SENTINEL = None  # exit (torch's None); the worker logs WorkerExit and returns
+NO_TASK = -1  # the idx of a result that answers no task: the resume ack
 
 # The longest a traced process waits for the trace-order lock (``WorkerChannels.trace_order``):
 # a worker killed while holding it must not stall the shutdown; the trace is then unordered.
@@ -40,7 +41,7 @@ Origin = tuple[int, int, int]  # (worker, task idx, worker's epoch): who produce
 
 
 class Result(NamedTuple):
-    """Worker -> main: the outcome of task ``idx`` (``idx`` is -1 for a resume ack).
+    """Worker -> main: the outcome of task ``idx``, or a resume ack (``resume_ack``).
 
     ``origin``: when tracing, the payload-origin ghost (worker, idx, epoch) the worker writes
     with the message; it travels with the payload to the hand-out (``Traced``), where the
@@ -51,6 +52,11 @@ class Result(NamedTuple):
     kind: Kind
     payload: Any  # the batch, an ExceptionWrapper, or None
     origin: Origin | None = None
+
+    @classmethod
+    def resume_ack(cls, origin: Origin | None = None) -> Result:
+        """A worker's answer to RESUME: the new epoch has begun there (it names no task)."""
+        return cls(NO_TASK, Kind.RESUME, None, origin)
 
     def to_wire(self) -> tuple[Any, ...]:
         if self.origin is None:
@@ -134,6 +140,12 @@ class WorkerConfig:
     num_workers: int
     parent_pid: int  # the loader's process: the worker exits when it dies
     use_pdeathsig: bool  # the kernel's parent-death signal reaches us (see reference/worker.py)
+    # A resumed IterableDataset (reference/checkpoint.py): per shard, what to do before the
+    # first fetch (None: nothing); the shard worker slot 0 runs; whether each batch carries
+    # the dataset's state.
+    starts: tuple[Any, ...] | None = None
+    shard_offset: int = 0
+    stateful: bool = False
 
 
 @dataclass(frozen=True)

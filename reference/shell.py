@@ -53,6 +53,7 @@ from reference.arena import MainArena
 from reference.arena import available as arena_available
 from reference.base import BaseIter
 from reference.channels import Receiver
+from reference.checkpoint import worker_starts
 from reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
 from reference.messages import (
     TRACE_ORDER_WAIT_S,
@@ -214,6 +215,8 @@ class MultiProcessingIter(BaseIter):
         self._shutdown = True  # until every resource below exists; see shut_down
         self._prefetch_factor = loader.prefetch_factor
         self._in_order = loader.in_order
+        # Began from a loaded state that skips positions or rotates shards (checkpoint.py).
+        self.began_resumed = self._progress.arranged
         ctx = loader.multiprocessing_context or torch.multiprocessing
         method = ctx.get_start_method() if hasattr(ctx, "get_start_method") else "fork"
         # PR_SET_PDEATHSIG follows the forking *thread*, and under forkserver the fork server:
@@ -255,7 +258,16 @@ class MultiProcessingIter(BaseIter):
             num_workers=self._num_workers,
             parent_pid=os.getpid(),
             use_pdeathsig=use_pdeathsig,
+            starts=worker_starts(
+                self._progress.resumed_start,
+                stateful=loader._stateful_dataset,
+                items_per_batch=loader._items_per_batch,
+                num_workers=self._num_workers,
+            ),
+            shard_offset=self._progress.rotation,
+            stateful=loader._stateful_dataset,
         )
+        self._stateful = worker_config.stateful
         self._owner_pid = os.getpid()
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
@@ -356,7 +368,9 @@ class MultiProcessingIter(BaseIter):
                 "persistent_workers": config.persistent_workers,
                 "pin_memory": self._pin_memory_thread is not None,
                 "iterable": config.iterable,
-                "num_tasks": None if config.iterable else len(self._index_sampler),
+                "num_tasks": None
+                if config.iterable
+                else self._progress.tasks_left(len(self._index_sampler)),
                 "timeout": float(self._timeout),
                 "worker_pids": self._pids,
             },
@@ -394,6 +408,7 @@ class MultiProcessingIter(BaseIter):
     # ------------------------------------------------------------- epoch --------------------
     def _reset(self, loader: DataLoader, first_iter: bool = False) -> None:
         super()._reset(loader, first_iter)
+        self._progress.core = self._core
         try:
             loop.start_epoch(self._core, self, resume=not first_iter)
         except (loop.IteratorFailed, ProtocolViolation) as exc:
@@ -409,6 +424,9 @@ class MultiProcessingIter(BaseIter):
         payload = loop.hand_out(self._core, delivery.payload)  # the point of effect
         if delivery.kind is Kind.ERROR:
             payload.reraise()
+        if self._stateful:  # the dataset's state after this batch travelled with it
+            payload, state = payload
+            self._progress.dataset_state(delivery.worker, state)
         return payload
 
     # ------------------------------------------------------- port: dispatch -----------------

@@ -3,9 +3,11 @@
 Owns what runs inside a worker: seeding (torch's, bit for bit), ``get_worker_info()`` (torch's own
 ``_worker_info``), ``worker_init_fn``, the fetch loop, exiting when the loader's process dies, and
 where glibc's allocator starts (``settle_malloc``).
-Knows the messages (``reference/messages.py``) and nothing of the main process's protocol state.
-Spec actions taken here: WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex, WorkerExit,
-WorkerWatchdogExit, and the fault FaultPutError (a batch that does not pickle).
+Does the IO of a worker's steps and makes no protocol decision: the worker core
+(``reference/worker_core.py``) answers every step, and ``reference.loop.take`` takes it and writes
+its record. Knows nothing of the main process's protocol state. Spec actions taken here:
+WorkerFetch, WorkerPut, WorkerAckResume, WorkerSkipIndex, WorkerExit, WorkerWatchdogExit, and the
+fault FaultPutError (a batch that does not pickle).
 
 Parent death (``NoOrphanWorkers``): torch checks ``os.getppid()`` only between tasks, so a worker
 busy in ``__getitem__`` or blocked on a full queue outlives its parent. Here, on Linux,
@@ -27,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -40,16 +43,20 @@ from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 from reference import wire
 from reference.arena import WorkerArena, small_batches_private
-from reference.core import Kind
+from reference.checkpoint import start_fetcher
+from reference.core import Kind, Step
+from reference.loop import take
 from reference.messages import (
     RESUME,
     SENTINEL,
     TRACE_ORDER_WAIT_S,
+    IndexMessage,
     Result,
     Task,
     WorkerChannels,
     WorkerConfig,
 )
+from reference.worker_core import WorkerCore
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # glibc's mallopt(3) parameters, and the values its own dynamic threshold ends at once the
@@ -59,17 +66,17 @@ _MMAP_THRESHOLD_BYTES = 32 << 20
 _TRIM_THRESHOLD_BYTES = 2 * _MMAP_THRESHOLD_BYTES
 _WATCHDOG_POLL_S = 0.05  # only where no pidfd exists: well inside the 0.5 s orphan budget
 
-# Who this process is, for the watchdog's record (set by worker_loop; the epoch as it advances).
-_me: dict[str, int | None] = {"worker": None, "epoch": 0}
 
-
-def _exit_orphaned() -> None:
-    if tracewriter.ENABLED:  # the last record: no other thread of this worker logs after it
-        tracewriter.emit_last(Action.WORKER_WATCHDOG_EXIT, epoch=_me["epoch"], worker=_me["worker"])
+def _exit_orphaned(core: WorkerCore | None) -> None:
+    """End this process: its parent is gone. ``core``: the worker's (None before it exists),
+    read here and written only by the worker's main thread."""
+    if tracewriter.ENABLED and core is not None:
+        # The last record: no other thread of this worker logs after it (emit_last).
+        tracewriter.emit_last(Action.WORKER_WATCHDOG_EXIT, epoch=core.epoch, worker=core.worker)
     os._exit(1)
 
 
-def _watch_parent(parent_pid: int) -> None:
+def _watch_parent(parent_pid: int, core: WorkerCore) -> None:
     """Block until ``parent_pid`` is gone, then end this process (runs in a daemon thread)."""
     try:
         fd = os.pidfd_open(parent_pid)  # type: ignore[attr-defined]
@@ -77,27 +84,27 @@ def _watch_parent(parent_pid: int) -> None:
         fd = None
     if fd is not None:
         select.select([fd], [], [])  # readable once the process has exited
-        _exit_orphaned()
-    while True:
+        _exit_orphaned(core)
+    while True:  # no pidfd (off Linux, or before 5.3): poll, the period bounds the delay
         try:
             os.kill(parent_pid, 0)
         except ProcessLookupError:
-            _exit_orphaned()
+            _exit_orphaned(core)
         except PermissionError:
             pass  # exists (pid reused by someone else is indistinguishable; accepted)
-        threading.Event().wait(_WATCHDOG_POLL_S)
+        time.sleep(_WATCHDOG_POLL_S)  # a poll period, not a wait for another thread
 
 
-def arm_parent_death(parent_pid: int, use_pdeathsig: bool) -> None:
+def arm_parent_death(parent_pid: int, use_pdeathsig: bool, core: WorkerCore) -> None:
     """Make sure this process ends within a few ms of ``parent_pid``'s death."""
     if use_pdeathsig and sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
             # The parent may have died between fork and prctl: then nobody will signal us.
             if os.getppid() != parent_pid:
-                _exit_orphaned()
+                _exit_orphaned(core)
             return
-    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent_pid, core), daemon=True).start()
 
 
 def settle_malloc() -> None:
@@ -139,38 +146,28 @@ def _seed(base_seed: int, worker_id: int) -> int:
 _UNPICKLABLE = (TypeError, AttributeError, pickle.PicklingError)
 
 
-def _send(
-    conn: Connection, result: Result, worker_id: int, epoch: int, arena: WorkerArena | None
-) -> None:
+def _send(core: WorkerCore, conn: Connection, result: Result, arena: WorkerArena | None) -> None:
     """WorkerPut: one result message, pickled first so that the put's record says what is sent:
     its task, its kind and, traced, the origin its payload got where it was fetched. Big tensors
-    travel in the worker's ``arena`` slots (counted as sent when packed, ``transport.pack``).
-
-    A batch that cannot be pickled (FaultPutError) is sent as its error instead, so the main
-    process raises it in turn rather than wait for a batch that never comes (torch's feeder
-    thread dies on it and the loader hangs, pytorch#142884).
-    """
+    travel in the worker's ``arena`` slots (counted as sent when packed, ``transport.pack``). A
+    result that does not pickle goes as its error instead (the core's ``put_error``)."""
     try:
         parts = wire.pack(result.to_wire(), arena)
     except _UNPICKLABLE:
-        if tracewriter.ENABLED and result.kind is Kind.DATA:  # the spec's fault is a batch's
-            tracewriter.emit(Action.FAULT_PUT_ERROR, epoch=epoch, worker=worker_id, task=result.idx)
-        err = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
-        result = Result(result.idx, Kind.ERROR, err, result.origin)
+        err = ExceptionWrapper(where=_where(core.worker))
+        result = take(core, Action.FAULT_PUT_ERROR, result, err)
         try:
             parts = wire.pack(result.to_wire())
         except _UNPICKLABLE:
             # Even the error's type cannot be pickled (a local class): keep its text only.
             err.exc_type = RuntimeError
             parts = wire.pack(result.to_wire())
-    if tracewriter.ENABLED:  # a put is logged before it happens
-        fields = {"epoch": epoch, "worker": worker_id, "task": result.idx}
-        tracewriter.emit(Action.WORKER_PUT, kind=result.kind.value, origin=result.origin, **fields)
+    take(core, Action.WORKER_PUT, result, origin=result.origin)  # logged before it happens
     wire.write(conn, parts)
 
 
 def _look_at_done(channels: WorkerChannels) -> tuple[int | None, bool]:
-    """The time the index was taken (when tracing) and whether workers_done_event is set.
+    """The time the message was taken (when tracing) and whether workers_done_event is set.
     Traced, both under the shell's ``trace_order`` lock, so that the timestamp and the look are
     ordered with the main process's MainSetWorkersDone record and set (shell.set_workers_done)."""
     done_event, trace_order = channels.done_event, channels.trace_order
@@ -184,27 +181,81 @@ def _look_at_done(channels: WorkerChannels) -> tuple[int | None, bool]:
             trace_order.release()
 
 
-def _fetch(fetcher: Any, task: Task, worker_id: int, iterable: bool, epoch: int) -> Result:
-    """WorkerFetch: run torch's fetcher on the task's index; an exception is the result.
-    Traced, the result's origin (the payload-origin ghost) is bound here, where it is made."""
-    origin = (worker_id, task.idx, epoch) if tracewriter.ENABLED else None
+def _run_fetcher(fetcher: Any, task: Task, worker_id: int) -> tuple[Kind, Any]:
+    """Run torch's fetcher on the task's index: what it gave, for the core's ``fetch`` to judge
+    (a StopIteration comes wrapped, in case the dataset is map-style: then it is an error)."""
     try:
-        return Result(task.idx, Kind.DATA, fetcher.fetch(task.index), origin)
-    except StopIteration:
-        if iterable:
-            return Result(task.idx, Kind.EXHAUSTED, None, origin)
-        where = f"in DataLoader worker process {worker_id}"
-        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where), origin)
+        return Kind.DATA, fetcher.fetch(task.index)
+    except StopIteration:  # (the wrapper reads the exception being handled: made in here)
+        return Kind.EXHAUSTED, ExceptionWrapper(where=_where(worker_id))
     except Exception:
-        where = f"in DataLoader worker process {worker_id}"
-        return Result(task.idx, Kind.ERROR, ExceptionWrapper(where=where), origin)
+        return Kind.ERROR, ExceptionWrapper(where=_where(worker_id))
+
+
+def _where(worker_id: int) -> str:
+    return f"in DataLoader worker process {worker_id}"
+
+
+class _WorkerIO:
+    """The IO that goes with each step the worker core answers; decides nothing."""
+
+    def __init__(
+        self,
+        core: WorkerCore,
+        channels: WorkerChannels,
+        arena: WorkerArena | None,
+        new_fetcher: Callable[[], Any],
+        fetcher: Any,
+    ) -> None:
+        self.core, self.conn, self.arena = core, channels.result, arena
+        self.new_fetcher, self.fetcher = new_fetcher, fetcher
+        self.stateful_dataset: Any = None
+
+    def fetch(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
+        assert isinstance(message, Task)
+        kind, payload = step.kind, None
+        if kind is None:  # the core left the outcome to the fetcher (no init error pending)
+            tracewriter.fetch_began(t_taken)  # a hang or error record is this step's
+            kind, payload = _run_fetcher(self.fetcher, message, self.core.worker)
+            tracewriter.fetch_began(None)
+            if kind is Kind.DATA and self.stateful_dataset is not None:
+                payload = (payload, self.stateful_dataset.state_dict())
+        result = take(self.core, Action.WORKER_FETCH, message.idx, kind, payload, t=t_taken)
+        del payload
+        _send(self.core, self.conn, result, self.arena)
+
+    def skip_index(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
+        take(self.core, Action.WORKER_SKIP_INDEX, step.task)
+
+    def ack_resume(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
+        wire.send(self.conn, take(self.core, Action.WORKER_ACK_RESUME).to_wire())
+        self.fetcher = self.new_fetcher()  # the new epoch's shard, from its start
+
+    def exit(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
+        take(self.core, Action.WORKER_EXIT)
+
+
+# The IO of every step the worker core's next_action() may answer.
+_PERFORM: dict[Action, Callable[[_WorkerIO, IndexMessage, Step, int | None], None]] = {
+    Action.WORKER_FETCH: _WorkerIO.fetch,
+    Action.WORKER_SKIP_INDEX: _WorkerIO.skip_index,
+    Action.WORKER_ACK_RESUME: _WorkerIO.ack_resume,
+    Action.WORKER_EXIT: _WorkerIO.exit,
+}
+
+
+def _index_message(raw: Any) -> IndexMessage:
+    """An index-queue message as it came off the wire (a task travels as a plain tuple)."""
+    return raw if raw is SENTINEL or raw == RESUME else Task(*raw)
 
 
 def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) -> None:
-    """The worker's life: seed, init, then fetch tasks until the None sentinel."""
-    _me["worker"] = worker_id
+    """The worker's life: seed, init, then take the steps its core decides until the sentinel.
+    Only IO here: reading, fetching, writing; the core (``reference/worker_core.py``) decides."""
     tracewriter.configure_from_env()  # before the watchdog may need it
-    arm_parent_death(config.parent_pid, config.use_pdeathsig)
+    iterable = config.dataset_kind == _DatasetKind.Iterable
+    core = WorkerCore(worker_id, iterable=iterable, traced=tracewriter.ENABLED)
+    arm_parent_death(config.parent_pid, config.use_pdeathsig, core)
     settle_malloc()
     index_conn, result_conn = channels.index, channels.result
     arena = None if channels.arena is None else WorkerArena(channels.arena)
@@ -214,12 +265,13 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         signal_handling._set_worker_signal_handlers()
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
-        seed = _seed(config.base_seed, worker_id)
+        # A resumed IterableDataset's round-robin starts at the shard whose batch comes next:
+        # this slot runs shard (slot + shard_offset) % num_workers (reference/checkpoint.py).
+        shard = (worker_id + config.shard_offset) % config.num_workers
+        seed = _seed(config.base_seed, shard)
         torch_worker._worker_info = torch_worker.WorkerInfo(
-            id=worker_id, num_workers=config.num_workers, seed=seed, dataset=config.dataset
+            id=shard, num_workers=config.num_workers, seed=seed, dataset=config.dataset
         )
-        iterable = config.dataset_kind == _DatasetKind.Iterable
-
         collate_fn = config.collate_fn
         if arena is not None:  # big batches go to its slots; small ones stay private
             collate_fn = small_batches_private(collate_fn)
@@ -233,77 +285,33 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
                 config.drop_last,
             )
 
-        # As torch: an error in worker_init_fn or the fetcher's creation is the result of the
-        # worker's first task (in its turn), not a crash.
-        init_exception: ExceptionWrapper | None = None
         fetcher = None
         try:
             if config.worker_init_fn is not None:
                 config.worker_init_fn(worker_id)
-            fetcher = new_fetcher()
+            start = None if config.starts is None else config.starts[shard]
+            fetcher = start_fetcher(new_fetcher, config.dataset, start)  # a resumed shard
         except Exception:
-            init_exception = ExceptionWrapper(where=f"in DataLoader worker process {worker_id}")
+            core.init_failed(ExceptionWrapper(where=_where(worker_id)))
 
-        epoch = 0
-        iteration_end = False
-        while True:
+        io = _WorkerIO(core, channels, arena, new_fetcher, fetcher)
+        if config.stateful:  # each batch carries the dataset's state after it (checkpoint.py)
+            io.stateful_dataset = config.dataset
+        while not core.exited:
             try:
-                r = wire.recv(index_conn)
+                message = _index_message(wire.recv(index_conn))
             except (EOFError, OSError):
                 break  # the loader closed our queue: nothing more will come
-            if r == RESUME:
-                epoch += 1
-                _me["epoch"] = epoch
-                iteration_end = False
-                if tracewriter.ENABLED:
-                    tracewriter.emit(
-                        Action.WORKER_ACK_RESUME,
-                        epoch=epoch,
-                        worker=worker_id,
-                        state={"iteration_end": iteration_end},
-                    )
-                origin = (worker_id, -1, epoch) if tracewriter.ENABLED else None
-                wire.send(result_conn, Result(-1, Kind.RESUME, None, origin).to_wire())
-                fetcher = new_fetcher()
-                continue
-            if r is SENTINEL:
-                if tracewriter.ENABLED:
-                    tracewriter.emit(Action.WORKER_EXIT, epoch=epoch, worker=worker_id)
-                break
-            # WorkerFetch happens now, when the index is taken (the spec takes it and fetches in
-            # one step, enabled only before workers_done_event); it is logged after the fetch,
-            # which decides its kind (docs/contracts.md).
-            task = Task(*r)
-            t_fetch, done = _look_at_done(channels)
-            if done or iteration_end:
-                if tracewriter.ENABLED:
-                    tracewriter.emit(
-                        Action.WORKER_SKIP_INDEX,
-                        epoch=epoch,
-                        worker=worker_id,
-                        task=task.idx,
-                        state={"iteration_end": iteration_end},
-                    )
-                continue
-            if init_exception is not None:
-                result = Result(task.idx, Kind.ERROR, init_exception)
-                init_exception = None
-            else:
-                tracewriter.fetch_began(t_fetch)  # a hang or error record is this fetch's step
-                result = _fetch(fetcher, task, worker_id, iterable, epoch)
-                tracewriter.fetch_began(None)
-                iteration_end = result.kind is Kind.EXHAUSTED
-            if tracewriter.ENABLED and result.origin is None:  # the init error's
-                result = result._replace(origin=(worker_id, task.idx, epoch))
-            if tracewriter.ENABLED:
-                fields = {"epoch": epoch, "worker": worker_id, "task": task.idx}
-                kind, state = result.kind.value, {"iteration_end": iteration_end}
-                tracewriter.emit(Action.WORKER_FETCH, t=t_fetch, kind=kind, state=state, **fields)
-            _send(result_conn, result, worker_id, epoch, arena)
-            del result, r, task
+            # A fetch happens now, when the index is taken (the spec takes it and fetches in one
+            # step, enabled only before workers_done_event); it is logged after the fetch, which
+            # decides its kind (docs/contracts.md).
+            t_taken, done = _look_at_done(channels)
+            step = core.next_action(message, done)
+            _PERFORM[step.action](io, message, step, t_taken)
+            del message
     except KeyboardInterrupt:
         pass  # the main process handles ^C; a worker ends quietly
     finally:
-        with contextlib.suppress(OSError):
-            result_conn.close()
-            index_conn.close()
+        for conn in (result_conn, index_conn):  # each closed, whatever the other did
+            with contextlib.suppress(OSError):
+                conn.close()

@@ -250,7 +250,8 @@ UserLoadStateDict(k, same, n) ==
     /\ log' = snaps[k].log
     /\ uepoch' = snaps[k].uepoch
     /\ loads' = loads + 1
-    /\ UNCHANGED <<snaps, started>>
+    /\ started' = NoState
+    /\ UNCHANGED snaps
 
 \* On the same loader a running iterator is dropped: the next iter() starts from the state.
 UserLoad == \E k \in 1 .. MaxSnapshots, same \in BOOLEAN, n \in ResumeWorkers :

@@ -609,7 +609,9 @@ def test_take_writes_a_failed_read_as_the_fault_record_with_the_main_state(tmp_p
 
 
 # ---------------------------------------------------------------- what the core is -----------
-@pytest.mark.parametrize("module", ["reference.core", "reference.loop", "reference.messages"])
+@pytest.mark.parametrize(
+    "module", ["reference.core", "reference.loop", "reference.messages", "reference.worker_core"]
+)
 def test_the_pure_modules_do_not_import_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
