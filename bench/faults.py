@@ -18,6 +18,7 @@ from typing import Any
 from bench.loaders import LOADERS
 from bench.rows import Row, na
 from faultinject.driver import Await, Leave, Plan, Run, run
+from faultinject.events import Awaited, Batch, Dropped, Error, Killed, LoaderDropped
 from faultinject.faults import Hang
 from faultinject.plans import parent_dies_while
 
@@ -87,32 +88,32 @@ def _death_plan() -> Plan:
 
 def _death(r: Run) -> dict[str, Any]:
     """What one worker-death run showed: how the first call after the kill ended, and later."""
-    killed = r.first("killed")
+    killed = r.first(Killed)
     if killed is None:
         return {"outcome": "failed", "error": "no worker was killed"}
-    if not killed["value"]:  # threads, or a pool the driver cannot see: nothing to kill
+    if not killed.pids:  # threads, or a pool the driver cannot see: nothing to kill
         return {"outcome": "no workers", "error": "the loader started no worker processes"}
-    after = [e for e in r.calls() if e["t"] >= killed["t"]]
-    first = next((i for i, e in enumerate(after) if e["kind"] != "batch"), None)
+    after = [e for e in r.calls() if e.t >= killed.t]
+    first = next((i for i, e in enumerate(after) if not isinstance(e, Batch)), None)
     if first is None:
         return {"outcome": "hung"}
     ended = after[first]
     out: dict[str, Any] = {
-        "outcome": "raised" if ended["kind"] == "error" else "StopIteration",
-        "latency_s": ended["t"] - killed["t"],
-        "error": str(ended["value"] or ""),
+        "outcome": "raised" if isinstance(ended, Error) else "StopIteration",
+        "latency_s": ended.t - killed.t,
+        "error": ended.text if isinstance(ended, Error) else "",
         "batches_after_kill": first,
     }
     later = after[first + 1 :]
-    if ended["kind"] == "error" and r.report is not None and r.report.outcome == "deadline":
+    if isinstance(ended, Error) and r.report is not None and r.report.outcome == "deadline":
         out["later"] = {"outcome": "hung"}
-    elif ended["kind"] == "error":
-        batches = [e for e in later if e["kind"] == "batch"]
-        last = later[-1]["kind"] if later else "error"
+    elif isinstance(ended, Error):
+        batches = [e for e in later if isinstance(e, Batch)]
+        last = later[-1].name if later else "error"
         out["later"] = {
             "outcome": "batches" if batches else ("StopIteration" if last == "stop" else "raised"),
             "batches": len(batches),
-            "first_s": later[0]["dt"] if later else 0.0,
+            "first_s": later[0].dt if later else 0.0,
         }
     return out
 
@@ -240,7 +241,7 @@ def orphan_exit(loader: str, state: str, runs: int, deadline_s: float) -> Row:
         reason = _failed(r)
         if reason:
             return Row(SECTION, name, None, "s", reason)
-        if any(not e["value"] for e in r.of(0, "awaited")):
+        if any(not e.ok for e in r.of(0, Awaited)):
             return Row(SECTION, name, None, "s", f"n/a: the workers never became {state}")
         exits = {} if r.report is None else r.report.orphan_exit_s
         if not exits:
@@ -290,12 +291,12 @@ def shutdown_stuck(loader: str, runs: int, deadline_s: float) -> Row:
         reason = _failed(r)
         if reason:
             return Row(SECTION, name, None, "s", reason)
-        if any(not e["value"] for e in r.of(0, "awaited")):
+        if any(not e.ok for e in r.of(0, Awaited)):
             return Row(SECTION, name, None, "s", "n/a: no worker got stuck")
-        drops = r.of(None, "dropped") + r.of(None, "loader_dropped")
+        drops = r.of(None, Dropped) + r.of(None, LoaderDropped)
         if len(drops) < 2:
             return _beyond(name, deadline_s, "del did not return", loader)
-        figures.append(sum(e["dt"] for e in drops))
+        figures.append(sum(e.dt for e in drops))
         report = r.report
         if report is not None and (report.lingering or report.zombies):
             leftovers.append(f"{len(report.lingering)} alive, {len(report.zombies)} zombie")

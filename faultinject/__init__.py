@@ -17,8 +17,10 @@ Usable on its own (docs/faultinject.md). The parts:
   reaps what is left.
 * `faultinject.loaders`: a loader class by its `"pkg.mod:Class"` name, and what it says of itself
   (`unsupported`, `workers_die_with`).
+* `faultinject.plan`: `Plan`, `Leave`, `Await`: what the user does, as plain data.
 * `faultinject.driver`: `run(loader, Plan(...))` plays the user's moves against any loader in a
-  sandbox and returns what the user saw (`Run`).
+  sandbox (the child side: `faultinject._play`) and returns what the user saw (`Run`: typed
+  events, `faultinject.events`); `workers(loader)`: what its workers are.
 
 The parts that need torch (`datasets`, `collate`, `worker_init`) are imported on first use, so a
 sandbox child started with `start="spawn"` does not pay for importing torch unless its target does.
@@ -29,7 +31,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from faultinject import driver, faults, limits, loaders, processes, records, sandbox
+from faultinject import driver, events, faults, limits, loaders, plan, processes, records, sandbox
 from faultinject.faults import (
     EVERY,
     Die,
@@ -73,10 +75,12 @@ __all__ = [
     "collate",
     "datasets",
     "driver",
+    "events",
     "faults",
     "kill_self",
     "limits",
     "loaders",
+    "plan",
     "processes",
     "read_fetches",
     "records",

@@ -194,38 +194,67 @@ class _Faulty:
         return item
 
     def _before(self, f: Fault, index: int, k: int | None) -> None:
-        if isinstance(f, Die) and f.point == "before_fetch":
-            if _fire.may_fire_here(f, self.home_pid, self.home_tid) and _fire.claim_once(
-                self.state_dir, f, k
-            ):
-                self._fault_record("Die:before_fetch", index, k)
-                _fire.fire_die(f)
-        elif isinstance(f, Hang):
-            if _fire.may_fire_here(f, self.home_pid, self.home_tid) and _fire.claim_once(
-                self.state_dir, f, k
-            ):
-                self._fault_record("Hang", index, k)
-                _fire.fire_hang(f)
-        elif isinstance(f, Sleep):
-            if _fire.claim_once(self.state_dir, f, k):
-                self._fault_record("Sleep", index, k)
-                time.sleep(f.seconds)
-        elif (
-            isinstance(f, RaiseUnrebuildable) or (isinstance(f, Raise) and f.point == "in_fetch")
-        ) and _fire.claim_once(self.state_dir, f, k):
+        """Fire `f` before item `index` is made, if it fires there (its row of `_BEFORE`)."""
+        fire = _BEFORE.get(type(f))
+        if fire is not None:
+            fire(self, f, index, k)
+
+    def _after(self, f: Fault, index: int, k: int | None, item: Any) -> Any:
+        """Fire `f` once item `index` is made, if it fires there (its row of `_AFTER`): the item
+        to return (a stand-in for an unpicklable or unloadable one, oversized bytes)."""
+        fire = _AFTER.get(type(f))
+        return item if fire is None else fire(self, f, index, k, item)
+
+    def _claimed(self, f: Fault, k: int | None, *, here: bool = False) -> bool:
+        """Whether `f` fires now: its once-only claim is ours (and, `here`, this process may be
+        killed or hung by it: not the loader's own)."""
+        if here and not _fire.may_fire_here(f, self.home_pid, self.home_tid):
+            return False
+        return _fire.claim_once(self.state_dir, f, k)
+
+    # ---- before the item is made: one row per fault type
+
+    def _die_before(self, f: Die, index: int, k: int | None) -> None:
+        if f.point == "before_fetch" and self._claimed(f, k, here=True):
+            self._fault_record("Die:before_fetch", index, k)
+            _fire.fire_die(f)
+
+    def _hang(self, f: Hang, index: int, k: int | None) -> None:
+        if self._claimed(f, k, here=True):
+            self._fault_record("Hang", index, k)
+            _fire.fire_hang(f)
+
+    def _sleep(self, f: Sleep, index: int, k: int | None) -> None:
+        if self._claimed(f, k):
+            self._fault_record("Sleep", index, k)
+            time.sleep(f.seconds)
+
+    def _raise(self, f: Raise | RaiseUnrebuildable, index: int, k: int | None) -> None:
+        if getattr(f, "point", "in_fetch") == "in_fetch" and self._claimed(f, k):
             self._fault_record(type(f).__name__, index, k)
             _fire.fire_raise(f)
 
-    def _after(self, f: Fault, index: int, k: int | None, item: Any) -> Any:
-        if isinstance(f, Unpicklable) and _fire.claim_once(self.state_dir, f, k):
-            self._fault_record("Unpicklable", index, k)
-            return UnpicklableItem(index)
-        if isinstance(f, Unloadable) and _fire.claim_once(self.state_dir, f, k):
-            self._fault_record("Unloadable", index, k)
-            return UnloadableItem(index)
-        if isinstance(f, Raise) and f.point == "in_collate":
+    # ---- once the item is made
+
+    def _unpicklable(self, f: Unpicklable, index: int, k: int | None, item: Any) -> Any:
+        if not self._claimed(f, k):
+            return item
+        self._fault_record("Unpicklable", index, k)
+        return UnpicklableItem(index)
+
+    def _unloadable(self, f: Unloadable, index: int, k: int | None, item: Any) -> Any:
+        if not self._claimed(f, k):
+            return item
+        self._fault_record("Unloadable", index, k)
+        return UnloadableItem(index)
+
+    def _arm_collate(self, f: Raise, index: int, k: int | None, item: Any) -> Any:
+        if f.point == "in_collate":
             _fire.arm_collate(f.at)  # once-only is claimed by collate, where it fires
-        if not isinstance(f, Die) or not _fire.may_fire_here(f, self.home_pid, self.home_tid):
+        return item
+
+    def _die_after(self, f: Die, index: int, k: int | None, item: Any) -> Any:
+        if not _fire.may_fire_here(f, self.home_pid, self.home_tid):
             return item
         if f.point == "after_fetch" and _fire.claim_once(self.state_dir, f, k):
             self._fault_record("Die:after_fetch", index, k)
@@ -242,6 +271,23 @@ class _Faulty:
         elif f.point == "idle" and _fire.claim_once(self.state_dir, f, k):
             _fire.die_when_idle(f, self.record_dir, index, k)
         return item
+
+
+# Where each fault type fires in a fetch: before the item is made, or once it is (a type with no
+# row does not fire there; SkewWorker is applied before both, by `_fetch`).
+_BEFORE: dict[type, Callable[[_Faulty, Any, int, int | None], None]] = {
+    Die: _Faulty._die_before,
+    Hang: _Faulty._hang,
+    Sleep: _Faulty._sleep,
+    Raise: _Faulty._raise,
+    RaiseUnrebuildable: _Faulty._raise,
+}
+_AFTER: dict[type, Callable[[_Faulty, Any, int, int | None, Any], Any]] = {
+    Unpicklable: _Faulty._unpicklable,
+    Unloadable: _Faulty._unloadable,
+    Raise: _Faulty._arm_collate,
+    Die: _Faulty._die_after,
+}
 
 
 class FaultyDataset(_Faulty, Dataset):

@@ -22,14 +22,13 @@ required, and nothing here reads a loader's private state:
   a loader's leak while whatever each loader leaves still is.
 
 `unsupported(cls, kwargs)` also answers for loaders that declare nothing, from the constructor's
-signature: an argument of torch's that the constructor does not take is named. `workers(cls)`
-answers for loaders that declare nothing by watching one small epoch (`probe_workers`): where the
-dataset's fetches ran, read off the fetch records (`pid`, `tid`), decides.
+signature: an argument of torch's that the constructor does not take is named. What a loader's
+workers are, when it declares nothing, is watched in one small run (`faultinject.driver.workers`,
+on the harness side: this module plays nothing).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import inspect
 from typing import Any, Literal, cast
@@ -39,14 +38,13 @@ __all__ = [
     "LoaderRefError",
     "WorkerKind",
     "WorkersDieWith",
-    "probe_workers",
+    "declared_workers",
     "ref_of",
     "resolve",
     "split",
     "start_process_helpers",
     "stateful",
     "unsupported",
-    "workers",
     "workers_die_with",
 ]
 
@@ -183,7 +181,7 @@ def stateful(loader_cls: type) -> bool:
     return all(callable(getattr(loader_cls, m, None)) for m in ("state_dict", "load_state_dict"))
 
 
-def _declared_workers(loader_cls: type) -> WorkerKind | None:
+def declared_workers(loader_cls: type) -> WorkerKind | None:
     declared = getattr(loader_cls, "loaderspec_workers", None)
     value = declared() if callable(declared) else declared
     if value is None:
@@ -192,36 +190,3 @@ def _declared_workers(loader_cls: type) -> WorkerKind | None:
         ref = f"{loader_cls.__module__}.{loader_cls.__qualname__}"
         raise LoaderRefError(MSG_BAD_KIND.format(ref=ref, value=value))
     return cast(WorkerKind, value)
-
-
-def probe_workers(loader_cls: type) -> WorkerKind:
-    """Watch one small epoch (4 items, `num_workers=2`) of `loader_cls` in a sandbox and say where
-    its fetches ran: in other processes, in other threads of the loader's process, or in the
-    thread that called `next()`. A loader that refuses the configuration, or fetches nothing,
-    is taken to have processes (torch's shape; the cases then say what they need)."""
-    from faultinject.driver import Plan, run
-
-    plan = Plan(n=4, records=True, kwargs={"num_workers": 2, "batch_size": 1})
-    r = run(loader_cls, plan, deadline_s=60.0, linger_s=1.0)
-    fetches = [f for f in r.fetches if f.event == "fetch"]
-    if r.report is None or not fetches:
-        return "processes"
-    home = r.report.pid  # the loader's process; its main thread's id is its pid (Linux)
-    if any(f.pid != home for f in fetches):
-        return "processes"
-    return "none" if all(f.tid == home for f in fetches) else "threads"
-
-
-@functools.cache
-def _probed(loader_cls: type) -> WorkerKind:
-    return probe_workers(loader_cls)
-
-
-def workers(loader_cls: type) -> WorkerKind:
-    """What `loader_cls`'s workers are: its `loaderspec_workers` declaration, else what one small
-    epoch showed (`probe_workers`, once per class and process).
-
-    Raises:
-        LoaderRefError: the class declares a kind that is not one of `WORKER_KINDS`.
-    """
-    return _declared_workers(loader_cls) or _probed(loader_cls)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from faultinject.driver import Await, Leave, Plan
 from faultinject.faults import EVERY, Die, Fault, Sleep
+from faultinject.plan import Await, Leave, Plan
 
 __all__ = ["WORKER_STATES", "parent_dies_while"]
 

@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from faultinject.events import Error
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
 from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
 from loaderspec.tracecompile import BASE_SPEC, spec_dir
@@ -325,7 +326,7 @@ def violations(replay: Replay) -> list[str]:
                 checks.in_order(grade, r, epoch)
     if any(isinstance(f, Die) for f in s.faults) and s.drop_at is None:
         injected = {"InjectedError"}  # Raise's default type: the scenario's, not the death's
-        died = next((e["epoch"] for e in r.of(None, "error") if e["type"] not in injected), 0)
+        died = next((e.epoch for e in r.of(None, Error) if e.type not in injected), 0)
         checks.death_reported(grade, r, died, ignore=injected)
     return grade.violations
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from conformance.harness import Grade, Plan, checks, kwargs, play
 from conformance.harness.batching import MORE_PICKS, QUICK_PICKS, Config, compare, configs
 from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
+from faultinject.events import Len, Stop
 
 PROP = "ExactlyOnce"
 
@@ -54,7 +55,7 @@ def test_map_style_epoch_hands_out_every_batch_once(loader_cls: type, grade: Gra
         r = played(play(loader_cls, _map_plan(*config), leaks=False, skip_refused=False))
         expected = _expected_batches(n, bs, drop_last)
         got = r.batches() if in_order else sorted(r.batches())
-        if got != expected or not r.of(0, "stop"):
+        if got != expected or not r.of(0, Stop):
             grade.fail(PROP, f"{expected} then StopIteration", f"{r.batches()} then {r.last()}")
 
     last = check_drawn(MAP_CONFIGS, one, examples=6)
@@ -87,7 +88,7 @@ def test_iterable_epoch_hands_out_every_item_once(loader_cls: type, grade: Grade
         expected = sorted(
             w * 1_000_000 + k for w, length in enumerate(shards) for k in range(length)
         )
-        if sorted(r.items()) != expected or not r.of(0, "stop"):
+        if sorted(r.items()) != expected or not r.of(0, Stop):
             grade.fail(PROP, f"{expected}", f"{sorted(r.items())} then {r.last()}")
 
     last = check_drawn(ITERABLE_CONFIGS, one, examples=6)
@@ -153,8 +154,8 @@ def test_len_matches_the_batches_handed_out(
         kwargs=kwargs(2, 2, batch_size=3, drop_last=drop_last),
     )
     expected = 11 // 3 if drop_last else math.ceil(11 / 3)
-    length = r.first("len", epoch=None)
-    got = None if length is None else length["value"]
+    length = r.first(Len, epoch=None)
+    got = None if length is None else length.length
     if got != expected or len(r.batches()) != expected:
         grade.fail(
             PROP, f"len {expected} and {expected} batches", f"len {got}, {len(r.batches())} batches"

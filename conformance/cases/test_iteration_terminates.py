@@ -21,21 +21,23 @@ from conformance.harness import (
     kwargs,
     play,
 )
+from faultinject.events import Call, Error, Stop
 
 PROP = "IterationTerminates"
 
 
-def _expect_error_in_turn(grade: Grade, got: list[dict], position: int, pattern: str) -> None:
-    kinds = [e["kind"] for e in got]
-    if len(kinds) <= position or kinds[position] != "error":
-        grade.fail(PROP, f"an error as result {position}", f"results {kinds}")
-    text = str(got[position]["value"])
+def _expect_error_in_turn(grade: Grade, got: list[Call], position: int, pattern: str) -> None:
+    error = got[position] if len(got) > position else None
+    if not isinstance(error, Error):
+        grade.fail(PROP, f"an error as result {position}", f"results {[e.name for e in got]}")
+        return
+    text = error.text
     if not re.search(pattern, text, re.S):
         grade.fail(PROP, f"an error matching {pattern!r}", text[:300])
 
 
 def _first_error(r: Run) -> dict | None:
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     return errors[0] if errors else None
 
 
@@ -56,7 +58,7 @@ def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> N
     )
     got = r.calls()
     _expect_error_in_turn(grade, got, 2, r"timed out")
-    grade.bounded(PROP, "timeout_overshoot_s", max(0.0, got[2]["dt"] - 1.0), "timeout error")
+    grade.bounded(PROP, "timeout_overshoot_s", max(0.0, got[2].dt - 1.0), "timeout error")
     checks.nothing_left(grade, r)
 
 
@@ -84,10 +86,11 @@ def test_error_is_raised_in_turn_and_iteration_continues(
     got = r.calls()
     _expect_error_in_turn(grade, got, 2, r"boom-5")
     checks.raised(grade, got[2], "ValueError", "boom-5", PROP)
-    if "worker" not in str(got[2]["value"]).lower():
-        grade.fail(PROP, "the error names the worker", str(got[2]["value"])[:300])
+    text = got[2].text if isinstance(got[2], Error) else ""
+    if "worker" not in text.lower():
+        grade.fail(PROP, "the error names the worker", text[:300])
     expected = [[0, 1], [2, 3], [6, 7], [8, 9], [10, 11]]
-    if r.batches() != expected or got[-1]["kind"] != "stop":
+    if r.batches() != expected or not isinstance(got[-1], Stop):
         grade.fail(PROP, f"then {expected} and StopIteration", f"{r.batches()} then {r.last()}")
     checks.nothing_left(grade, r)
 
@@ -107,10 +110,10 @@ def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: G
         max_errors=20,
         kwargs=kwargs(3, 2, batch_size=2),
     )
-    kinds = [e["kind"] for e in r.calls()]
-    if kinds != ["error"] * 5 + ["stop"]:
-        grade.fail(PROP, "5 errors then StopIteration", f"{kinds}")
-    for error in r.of(0, "error"):
+    calls = r.calls()
+    if [type(e) for e in calls] != [Error] * 5 + [Stop]:
+        grade.fail(PROP, "5 errors then StopIteration", f"{[e.name for e in calls]}")
+    for error in r.of(0, Error):
         checks.raised(grade, error, "ValueError", "always", PROP)
     checks.nothing_left(grade, r)
 
@@ -149,9 +152,9 @@ def test_unrebuildable_exception_keeps_its_message(loader_cls: type, grade: Grad
         max_errors=1,
         kwargs=kwargs(1, 2, batch_size=1),
     )
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     text = re.escape(RaiseUnrebuildable(2).text())
-    if not errors or not re.search(rf"UnrebuildableError.*{text}", str(errors[0]["value"]), re.S):
+    if not errors or not re.search(rf"UnrebuildableError.*{text}", errors[0].text, re.S):
         grade.fail(PROP, f"an error naming UnrebuildableError with {text!r}", f"{errors[:1]}")
     checks.nothing_left(grade, r)
 
@@ -172,10 +175,10 @@ def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: G
         max_errors=1,
         kwargs=kwargs(1, 2, batch_size=1),
     )
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     if not errors:
         grade.fail(PROP, "an error for the unpicklable result", f"events {r.last()}")
-    grade.bounded(PROP, "unpicklable_reported_s", errors[0]["dt"], "pickling failure raised")
+    grade.bounded(PROP, "unpicklable_reported_s", errors[0].dt, "pickling failure raised")
     checks.nothing_left(grade, r)
 
 
@@ -198,10 +201,10 @@ def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade:
         max_errors=2,
         kwargs=kwargs(2, 2, batch_size=2),
     )
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     clear = r"open files|file descriptor|ancdata|ulimit|sharing.strategy|Too many"
-    if errors and not re.search(clear, str(errors[0]["value"]), re.I):
-        grade.fail(PROP, f"an error matching {clear!r}", str(errors[0]["value"])[:300])
+    if errors and not re.search(clear, errors[0].text, re.I):
+        grade.fail(PROP, f"an error matching {clear!r}", errors[0].text[:300])
     if not errors and len(r.batches()) != 4:
         grade.fail(PROP, "4 batches or a clear error", f"{len(r.batches())} batches, no error")
     checks.nothing_left(grade, r)
@@ -223,8 +226,8 @@ def test_timeout_bounds_each_next_not_the_epoch(loader_cls: type, grade: Grade) 
         kwargs=kwargs(2, 2, batch_size=2, timeout=2.5),
     )
     expected = [[i, i + 1] for i in range(0, 32, 2)]
-    if r.of(0, "error") or r.batches() != expected:
-        errors = [e["value"] for e in r.of(0, "error")]
+    if r.of(0, Error) or r.batches() != expected:
+        errors = [e.text for e in r.of(0, Error)]
         grade.fail(PROP, f"{expected} and no error", f"{r.batches()}, errors {errors}")
     checks.nothing_left(grade, r)
 
@@ -242,8 +245,8 @@ def test_iterable_epoch_ends_promptly_after_its_last_item(loader_cls: type, grad
     """
     r = play(loader_cls, shards=(2, 3, 1), kwargs=kwargs(3, 2, batch_size=1))
     calls = r.calls()
-    if not r.of(0, "stop"):
+    if not r.of(0, Stop):
         grade.fail("ExactlyOnce", "the epoch to end in StopIteration", f"{r.last()}")
-    slowest = max((e["dt"] for e in calls[1:]), default=0.0)
+    slowest = max((e.dt for e in calls[1:]), default=0.0)
     grade.bounded(PROP, "slowest_next_after_first_s", slowest, "next() of a cheap epoch")
     checks.nothing_left(grade, r)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.harness import Grade, checks, kwargs, play
+from faultinject.events import Stop
 
 PROP = "NoDeadlock"
 
@@ -27,7 +28,7 @@ def test_uneven_iterable_shards_are_all_drained(
         kwargs=kwargs(3, 2, batch_size=2, in_order=in_order),
     )
     expected = sorted([*range(5), 2_000_000, 2_000_001])
-    if sorted(r.items()) != expected or r.last() != "dropped" or not r.of(0, "stop"):
+    if sorted(r.items()) != expected or r.last() != "dropped" or not r.of(0, Stop):
         grade.fail(PROP, f"items {expected} then StopIteration", f"{sorted(r.items())}, {r.last()}")
     checks.nothing_left(grade, r)
 
@@ -41,6 +42,6 @@ def test_more_workers_than_batches_ends(loader_cls: type, grade: Grade) -> None:
     Guards: A4 pytorch/pytorch#9985 (num_workers=12 on a 10-item dataset).
     """
     r = play(loader_cls, n=4, kwargs=kwargs(3, 3, batch_size=2))
-    if r.batches() != [[0, 1], [2, 3]] or not r.of(0, "stop"):
+    if r.batches() != [[0, 1], [2, 3]] or not r.of(0, Stop):
         grade.fail(PROP, "[[0, 1], [2, 3]] then StopIteration", f"{r.batches()}, {r.last()}")
     checks.nothing_left(grade, r)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.harness import Grade, Hang, checks, kwargs, play
+from faultinject.events import Batch, Error, Stop
 
 PROP = "NoDeliveryAfterShutdown"
 
@@ -29,13 +30,15 @@ def test_exhausted_iterator_keeps_raising_stopiteration(
         kwargs=kwargs(2, 2, batch_size=2, persistent_workers=persistent),
     )
     calls = r.calls()
-    stop = next((i for i, e in enumerate(calls) if e["kind"] == "stop"), None)
+    stop = next((i for i, e in enumerate(calls) if isinstance(e, Stop)), None)
     if stop is None:
-        grade.fail(PROP, "an epoch ending in StopIteration", f"{[e['kind'] for e in calls]}")
+        grade.fail(PROP, "an epoch ending in StopIteration", f"{[e.name for e in calls]}")
         return
-    after = [(e["kind"], e["value"]) for e in calls[stop + 1 :]]
-    if len(after) != 3 or any(kind != "stop" for kind, _ in after):
-        grade.fail(PROP, "StopIteration on each of 3 later next() calls", f"{after}")
+    after = calls[stop + 1 :]
+    if len(after) != 3 or not all(isinstance(e, Stop) for e in after):
+        grade.fail(
+            PROP, "StopIteration on each of 3 later next() calls", f"{[e.name for e in after]}"
+        )
     if r.batches() != [[0, 1], [2, 3], [4, 5]]:
         grade.fail("ExactlyOnce", "[[0, 1], [2, 3], [4, 5]]", f"{r.batches()}")
     checks.nothing_left(grade, r)
@@ -60,11 +63,11 @@ def test_nothing_is_handed_out_after_a_timeout(loader_cls: type, grade: Grade) -
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
     calls = r.calls()
-    first = next((i for i, e in enumerate(calls) if e["kind"] == "error"), None)
-    if first is None or "timed out" not in str(calls[first]["value"]):
-        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['kind'] for e in calls]}")
+    error = next((e for e in calls if isinstance(e, Error)), None)
+    if error is None or "timed out" not in error.text:
+        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e.name for e in calls]}")
         return
-    after = [e["value"] for e in calls[first + 1 :] if e["kind"] == "batch"]
+    after = [e.value for e in calls[calls.index(error) + 1 :] if isinstance(e, Batch)]
     if after:
         grade.fail(PROP, "no batch after the timeout error", f"batches {after}")
     checks.nothing_left(grade, r)

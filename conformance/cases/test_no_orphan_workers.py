@@ -18,6 +18,7 @@ from conformance.harness import (
     play,
     workers,
 )
+from faultinject.events import Awaited
 from faultinject.plans import BUSY_S, parent_dies_while
 
 PROP = "NoOrphanWorkers"
@@ -37,7 +38,7 @@ def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
             f"got {r.report.outcome} {r.report.error or ''}",
             pytrace=False,
         )
-    if any(not e["value"] for e in r.of(0, "awaited")):
+    if any(not e.ok for e in r.of(0, Awaited)):
         pytest.fail(f"setup: the workers never reached {what!r}", pytrace=False)
     checks.orphans_exit(grade, r, what)
 

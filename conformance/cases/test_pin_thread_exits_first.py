@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.harness import Grade, Leave, accelerator, checks, kwargs, play, shutdown_s
+from faultinject.events import Batch
 
 PROP = "PinThreadExitsFirst"
 
@@ -34,7 +35,7 @@ def test_pinned_batches_and_clean_shutdown_after_break(
         kwargs=kwargs(2, 2, batch_size=2, pin_memory=True, persistent_workers=persistent),
         must="ShutdownCompletes",
     )
-    pinned = [e.get("pinned", False) for e in r.of(0, "batch")]
+    pinned = [bool(e.pinned) for e in r.of(0, Batch)]
     if not pinned or not all(pinned):
         grade.non_strict(PROP, None, f"pin_memory=True, yet is_pinned per batch: {pinned}")
     checks.nothing_left(grade, r)

@@ -21,6 +21,7 @@ from conformance.harness import (
     needs_worker_processes,
     play,
 )
+from faultinject.events import Batch, Error
 
 PROP = "PromptFaultHandling"
 BUSY_S = 0.3  # how long the worker works on the item before it dies
@@ -43,13 +44,13 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
         faults=(Sleep(0, BUSY_S), Die(0)),
         kwargs=kwargs(1, 1, batch_size=1),
     )
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     if not errors:
         grade.fail("WorkerDeathRaises", "an error for the dead worker", f"{r.batches()}")
     grade.bounded(
         "WorkerDeathRaises",
         "death_reported_s",
-        max(0.0, errors[0]["dt"] - BUSY_S),
+        max(0.0, errors[0].dt - BUSY_S),
         "worker death raised from a waiting next()",
     )
     checks.nothing_left(grade, r)
@@ -77,11 +78,11 @@ def test_first_batch_does_not_wait_for_a_slow_worker(loader_cls: type, grade: Gr
         leave={0: Leave("drop", 1)},
         kwargs=kwargs(2, 2, batch_size=1),
     )
-    first = r.first("batch")
+    first = r.first(Batch)
     made = [f.t for f in r.fetches if f.event == "fetched" and f.index == 0]
     if first is None or not made:
         grade.fail("IterationTerminates", "item 0 made and handed out", f"{r.last()}")
         return
-    latency = max(0.0, first["t"] - made[0])
+    latency = max(0.0, first.t - made[0])
     grade.bounded("IterationTerminates", "first_batch_latency_s", latency, "the first batch")
     checks.nothing_left(grade, r)

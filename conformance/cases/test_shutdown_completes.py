@@ -23,6 +23,7 @@ from conformance.harness import (
     play,
     shutdown_s,
 )
+from faultinject.events import Dropped, Error, LoaderDropped
 
 PROP = "ShutdownCompletes"
 
@@ -118,8 +119,8 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
         faults=(Hang(2, hang_s(loader_cls)),),
         kwargs=kwargs(2, 2, batch_size=1, timeout=1),
     )
-    errors = r.of(0, "error")
-    if not errors or "timed out" not in str(errors[0]["value"]):
+    errors = r.of(0, Error)
+    if not errors or "timed out" not in errors[0].text:
         grade.fail("IterationTerminates", "a 'timed out' error", f"{[e['value'] for e in errors]}")
     checks.nothing_left(grade, r)
 
@@ -176,11 +177,11 @@ def test_workers_fetch_nothing_once_shutdown_began(loader_cls: type, grade: Grad
         leave={0: Leave("drop", 1)},
         kwargs=kwargs(2, 4, batch_size=1),
     )
-    dropped = r.first("dropped")
+    dropped = r.first(Dropped)
     if dropped is None:
         grade.fail(PROP, "the iterator dropped after one batch", f"{r.last()}")
         return
-    began = dropped["t"] - dropped["dt"]
+    began = dropped.t - dropped.dt
     late = sorted(f.index for f in r.fetches if f.event == "fetch" and f.t > began + FETCH_S / 2)
     if late:
         grade.fail(
@@ -236,7 +237,7 @@ def test_fd_count_stays_flat_across_persistent_pinned_loaders(
         setup=accelerator.load,
         kwargs=kwargs(2, 2, batch_size=2, pin_memory=True, persistent_workers=True),
     )
-    fds = [e["fds"] for e in r.of(None, "loader_dropped")]
+    fds = [e.fds for e in r.of(None, LoaderDropped)]
     if len(fds) != LOADERS or len(set(fds)) != 1:
         grade.fail(PROP, f"the same fd count after each of {LOADERS} loaders", f"{fds}")
     checks.nothing_left(grade, r)

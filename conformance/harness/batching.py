@@ -35,6 +35,7 @@ from torch.utils.data import DataLoader as TorchLoader
 from conformance.harness.grading import Grade
 from faultinject.datasets import FaultyDataset, FaultyIterable
 from faultinject.driver import Plan, Run, describe
+from faultinject.events import Error, Stop
 
 __all__ = [
     "MORE_PICKS",
@@ -296,7 +297,7 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
     same_order = True
     for epoch, want in enumerate(expected):
         got = r.batches(epoch)
-        if not r.of(epoch, "stop") or r.of(epoch, "error"):
+        if not r.of(epoch, Stop) or r.of(epoch, Error):
             grade.fail(
                 "ExactlyOnce",
                 f"epoch {epoch}: {len(want)} batches then StopIteration",

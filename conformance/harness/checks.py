@@ -10,11 +10,21 @@ them, and so does `loaderspec.scenarios` for the spec-generated scenarios (with 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from conformance.harness.grading import MUST_BOUND_S, PROMPT, SHOULD_BOUND_S, Grade
 from faultinject.driver import Run
+from faultinject.events import (
+    AliveAfterDrop,
+    Batch,
+    Call,
+    Dropped,
+    Error,
+    LoaderDropped,
+    Paused,
+    Stop,
+)
 
 __all__ = [
     "death_reported",
@@ -26,6 +36,8 @@ __all__ = [
     "no_silent_loss",
     "nothing_left",
     "orphans_exit",
+    "prefetch_bound",
+    "prefetch_window",
     "raised",
     "slowest_later_next",
 ]
@@ -74,12 +86,12 @@ def nothing_left(grade: Grade, r: Run) -> None:
     """ShutdownCompletes: nothing left after the loader was dropped (no process, zombie, thread,
     fd or /dev/shm entry; no worker alive 15 s after the iterator that owned it was dropped),
     and no shutdown took longer than the MUST bound."""
-    for e in r.of(None, "alive_after_drop"):
-        if e["value"]:
+    for e in r.of(None, AliveAfterDrop):
+        if e.pids:
             grade.fail(
                 "ShutdownCompletes",
-                f"the workers gone once the iterator of epoch {e['epoch']} was dropped",
-                f"workers {e['value']} alive {MUST_BOUND_S:g} s later",
+                f"the workers gone once the iterator of epoch {e.epoch} was dropped",
+                f"workers {list(e.pids)} alive {MUST_BOUND_S:g} s later",
             )
             return
     left = leaks(r)
@@ -87,7 +99,7 @@ def nothing_left(grade: Grade, r: Run) -> None:
         note = f" ({r.leak_note})" if r.leak_note else ""
         grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left + note)
         return
-    drops = [e["dt"] for e in r.of(None) if e["kind"] in ("dropped", "loader_dropped")]
+    drops = [e.dt for e in r.of(None) if isinstance(e, Dropped | LoaderDropped)]
     slowest = max(drops, default=0.0)
     if slowest > MUST_BOUND_S:
         grade.fail("ShutdownCompletes", f"shutdown within {MUST_BOUND_S:g} s", f"{slowest:.1f} s")
@@ -113,46 +125,46 @@ def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str]
     """WorkerDeathRaises: the epoch did not end (or go on forever) without an error, the error
     came within the bounds, and it names the dead worker. `ignore`: types of errors the scenario
     injected on purpose (not the death's)."""
-    errors = [e for e in r.of(epoch, "error") if e["type"] not in ignore]
+    errors = [e for e in r.of(epoch, Error) if e.type not in ignore]
     if not errors:
         grade.fail(
             "WorkerDeathRaises",
             "an error naming the dead worker",
-            f"no error; {len(r.of(epoch, 'batch'))} batches then {r.last(epoch)}",
+            f"no error; {len(r.of(epoch, Batch))} batches then {r.last(epoch)}",
         )
         return
-    grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0]["dt"], "worker death raised")
-    if not _NAMES_THE_WORKER.search(str(errors[0]["value"])):
+    grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0].dt, "worker death raised")
+    if not _NAMES_THE_WORKER.search(errors[0].text):
         grade.fail(
             "WorkerDeathRaises",
             "an error that names the dead worker (the word 'worker' or its pid)",
-            errors[0]["value"],
+            errors[0].text,
         )
 
 
-def raised(grade: Grade, call: dict[str, Any] | None, exc_type: str, text: str, prop: str) -> None:
+def raised(grade: Grade, call: Call | None, exc_type: str, text: str, prop: str) -> None:
     """`prop`: the `next()` result `call` is an error of type `exc_type` (the type the user
     catches, as recorded, not read off the message: "RuntimeError: Caught ValueError ..." is a
     RuntimeError) whose message contains `text`."""
-    if call is None or call["kind"] != "error":
-        grade.fail(prop, f"{exc_type} carrying {text!r}", f"{call and call['kind']}")
+    if not isinstance(call, Error):
+        grade.fail(prop, f"{exc_type} carrying {text!r}", f"{call and call.name}")
         return
-    if call["type"] != exc_type or text not in str(call["value"]):
-        grade.fail(prop, f"{exc_type} carrying {text!r}", str(call["value"])[:300])
+    if call.type != exc_type or text not in call.text:
+        grade.fail(prop, f"{exc_type} carrying {text!r}", call.text[:300])
 
 
-def _after_first_error(r: Run) -> list[dict[str, Any]] | None:
+def _after_first_error(r: Run) -> list[Call] | None:
     """The next() results after the first error (None: there was no error)."""
-    events = r.of(0)
-    first = next((i for i, e in enumerate(events) if e["kind"] == "error"), None)
+    calls = r.calls()
+    first = next((i for i, e in enumerate(calls) if isinstance(e, Error)), None)
     if first is None:
         return None
-    return [e for e in events[first + 1 :] if e["kind"] in ("batch", "error", "stop")]
+    return calls[first + 1 :]
 
 
 def slowest_later_next(r: Run) -> float:
     """The longest next() after the first error (0 when there was none)."""
-    return max((e["dt"] for e in _after_first_error(r) or []), default=0.0)
+    return max((e.dt for e in _after_first_error(r) or []), default=0.0)
 
 
 def later_calls_fail_stop(grade: Grade, r: Run) -> None:
@@ -161,7 +173,7 @@ def later_calls_fail_stop(grade: Grade, r: Run) -> None:
     after = _after_first_error(r)
     if after is None:
         return
-    batches = [e for e in after if e["kind"] == "batch"]
+    batches = [e for e in after if isinstance(e, Batch)]
     slowest = slowest_later_next(r)
     grade.figure("slowest_later_next_s", slowest)
     if slowest > MUST_BOUND_S:
@@ -183,10 +195,10 @@ def later_calls_fail_stop(grade: Grade, r: Run) -> None:
 
 def no_silent_loss(grade: Grade, r: Run, tasks: Collection[Any], epoch: int = 0) -> None:
     """NoSilentLoss: StopIteration only when every task was handed out."""
-    if not r.of(epoch, "stop"):
+    if not r.of(epoch, Stop):
         return
     missing = sorted(set(tasks) - set(r.items(epoch)))
-    if missing and r.of(epoch, "error"):
+    if missing and r.of(epoch, Error):
         grade.fail(
             "NoSilentLoss",
             "no StopIteration while a task was never handed out",
@@ -208,7 +220,7 @@ def each_once(grade: Grade, r: Run, expected: Collection[Any], epoch: int = 0) -
     if dups:
         grade.fail("NoDuplicateDelivery", "each item once", f"epoch {epoch}: duplicated {dups}")
         return
-    if r.of(epoch, "stop") and sorted(got) != sorted(expected):
+    if r.of(epoch, Stop) and sorted(got) != sorted(expected):
         grade.fail("ExactlyOnce", f"epoch {epoch}: {sorted(expected)}", f"{got}")
 
 
@@ -217,3 +229,26 @@ def in_order(grade: Grade, r: Run, epoch: int = 0) -> None:
     got = r.items(epoch)
     if got != sorted(got):
         grade.fail("InOrderDelivery", f"epoch {epoch} in sampler order", f"{got}")
+
+
+def prefetch_window(kwargs: Mapping[str, Any]) -> int:
+    """The spec's reorder window for these loader arguments: `prefetch_factor * num_workers`
+    (torch's default factor, 2, where none is given; no workers, no window)."""
+    return int(kwargs.get("prefetch_factor") or 2) * int(kwargs.get("num_workers", 0))
+
+
+def prefetch_bound(grade: Grade, r: Run, steps: int) -> None:
+    """PrefetchBound: at each of the `steps` pauses (`Plan.pause_s`), at most the window's
+    worth of items were fetched beyond those consumed."""
+    window = prefetch_window(r.plan.kwargs)
+    paused = r.of(0, Paused)
+    for step in paused:
+        bound = step.consumed + window
+        if step.fetched > bound:
+            grade.fail(
+                "PrefetchBound",
+                f"at most {bound} items fetched after {step.consumed} were consumed",
+                f"{step.fetched} fetched",
+            )
+    if len(paused) != steps:
+        grade.fail("PrefetchBound", f"{steps} batches consumed", f"{[e.name for e in r.calls()]}")

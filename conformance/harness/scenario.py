@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 
 from conformance.harness.grading import MUST_BOUND_S, fail
-from faultinject import loaders
+from faultinject import driver, loaders
 from faultinject.driver import Plan, Run, run
+from faultinject.events import Built, Dropped, LoaderDropped
 
 __all__ = [
     "DEADLINE_S",
@@ -64,8 +65,8 @@ NO_WORKER_TO_KILL = "a worker thread cannot be killed without killing the loader
 
 
 def workers(loader_cls: type) -> loaders.WorkerKind:
-    """What the loader's workers are (`faultinject.loaders.workers`: declared, else observed)."""
-    return loaders.workers(loader_cls)
+    """What the loader's workers are (`faultinject.driver.workers`: declared, else observed)."""
+    return driver.workers(loader_cls)
 
 
 def needs_worker_processes(loader_cls: type, why: str) -> None:
@@ -89,12 +90,10 @@ def _left_something(r: Run) -> bool:
 
 
 def _deadline_passed(r: Run, deadline_s: float, must: str) -> None:
-    done = ", ".join(e["kind"] for e in r.events[-5:]) or "nothing"
+    done = ", ".join(e.name for e in r.events[-5:]) or "nothing"
     assert r.report is not None
-    # Event times are CLOCK_MONOTONIC in the child, the same clock as here; some events (a
-    # prefetch window's step records) carry no time.
-    timed = [e["t"] for e in r.events if "t" in e]
-    waited = time.monotonic() - timed[-1] if timed else r.report.elapsed_s
+    # Event times are CLOCK_MONOTONIC in the child, the same clock as here.
+    waited = time.monotonic() - r.events[-1].t if r.events else r.report.elapsed_s
     fail(
         must,
         f"the scenario to end within {deadline_s:g} s",
@@ -133,13 +132,13 @@ def play(
         linger_s=LEAK_WAIT_S if leaks else 0.0,
         linger_by_type=dict.fromkeys(_LEAKED, LEAK_WAIT_AFTER_LEAK_S) if leaks else None,
     )
-    built = r.first("built", epoch=None)
+    built = r.first(Built, epoch=None)
     if leaks and built is not None:
-        if built["linger_s"] is not None:
-            r.leak_note = f"waited {built['linger_s']:g} s: {_LEAKED[built['value']]}"
+        if built.linger_s is not None:
+            r.leak_note = f"waited {built.linger_s:g} s: {_LEAKED[built.ref]}"
         elif _left_something(r):
-            _LEAKED[built["value"]] = f"it already left the same after {LEAK_WAIT_S:g} s in "
-            _LEAKED[built["value"]] += _current_case()
+            _LEAKED[built.ref] = f"it already left the same after {LEAK_WAIT_S:g} s in "
+            _LEAKED[built.ref] += _current_case()
     if r.refused:
         if not skip_refused:
             return r
@@ -168,10 +167,10 @@ def shutdown_s(loader_cls: type, r: Run, epoch: int = 0) -> float:
     """How long leaving epoch `epoch` took to shut the workers down. A loader that declares
     `workers_die_with = "loader"` (torchdata's keeps its iterator) shuts down when the loader is
     dropped, so that time counts too."""
-    dropped = [e for e in r.of(epoch, "dropped")]
-    took = float(dropped[-1]["dt"]) if dropped else 0.0
+    dropped = r.of(epoch, Dropped)
+    took = dropped[-1].dt if dropped else 0.0
     if loaders.workers_die_with(loader_cls) == "loader":
-        took += sum(float(e["dt"]) for e in r.of(None, "loader_dropped"))
+        took += sum(e.dt for e in r.of(None, LoaderDropped))
     return took
 
 

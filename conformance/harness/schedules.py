@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from conformance.harness import checks
 from conformance.harness.grading import Grade
 from faultinject.driver import Leave, Plan, Run
+from faultinject.events import Error, Stop
 from faultinject.faults import Die, Fault, Hang, Raise
 from faultinject.loaders import WorkerKind
 
@@ -150,7 +151,7 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
         checks.orphans_exit(grade, r, f"workers after {schedule.at} batches")
         return
     everything = set(range(schedule.n))
-    if r.of(0, "stop"):
+    if r.of(0, Stop):
         missing = sorted(everything - set(items))
         lost = set(missing)
         if schedule.fault == "raise":
@@ -163,7 +164,7 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
                 f"StopIteration with items {sorted(lost)} never handed out{replay}",
             )
             return
-    errors = r.of(0, "error")
+    errors = r.of(0, Error)
     if _task_lost(schedule, r):
         if not errors:
             grade.fail(
@@ -173,13 +174,13 @@ def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
             )
             return
         grade.bounded(
-            "WorkerDeathRaises", "death_reported_s", errors[0]["dt"], f"worker death raised{replay}"
+            "WorkerDeathRaises", "death_reported_s", errors[0].dt, f"worker death raised{replay}"
         )
-    if schedule.fault == "hang" and not any("timed out" in str(e["value"]) for e in errors):
+    if schedule.fault == "hang" and not any("timed out" in e.text for e in errors):
         grade.fail(
             "IterationTerminates",
             "a 'timed out' error for the hung fetch",
-            f"{[e['value'] for e in errors]}, last {r.last()}{replay}",
+            f"{[e.text for e in errors]}, last {r.last()}{replay}",
         )
         return
     if schedule.fault == "raise":

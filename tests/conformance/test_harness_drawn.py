@@ -62,13 +62,14 @@ def test_every_fault_makes_a_plan(fault: str):
 
 
 def test_a_deadline_message_reads_the_last_timed_event():
-    """A scenario past its deadline fails its MUST naming the last events, whatever they carry
-    (an event without a time gave `KeyError: 't'`)."""
+    """A scenario past its deadline fails its MUST naming the last events (every event is
+    timed: its class has `t`)."""
     from conformance.harness import scenario
     from faultinject.driver import Plan, Run
+    from faultinject.events import Batch, Stop
     from faultinject.sandbox import SandboxReport
 
-    events = [{"kind": "batch", "t": 0.0}, {"kind": "step"}]
-    r = Run(Plan(n=1), SandboxReport(outcome="deadline", elapsed_s=20.0), events)
-    with pytest.raises(pytest.fail.Exception, match=r"last events: batch, step; nothing more"):
+    events = [Batch(0, 0.0, 0.0, value=[0]), Stop(0, 0.1, 0.0)]
+    r = Run(Plan(n=1), SandboxReport(outcome="deadline", elapsed_s=20.0), list(events))
+    with pytest.raises(pytest.fail.Exception, match=r"last events: batch, stop; nothing more"):
         scenario._deadline_passed(r, 20.0, "IterationTerminates")

@@ -12,6 +12,18 @@ from torch.utils.data import DataLoader
 
 from faultinject import loaders
 from faultinject.driver import Await, Leave, Plan, describe, flat, run
+from faultinject.events import (
+    AliveAfterDrop,
+    Awaited,
+    Batch,
+    Built,
+    Dropped,
+    Error,
+    Killed,
+    Len,
+    LoaderDropped,
+    Stop,
+)
 from faultinject.faults import EVERY, Die, Hang, Raise
 from faultinject.plans import parent_dies_while
 
@@ -24,9 +36,9 @@ def test_an_epoch_is_a_batch_event_per_next_then_stop():
     r = run(DataLoader, Plan(n=5, kwargs=FORK2, len_of_loader=True), deadline_s=60)
     assert r.report is not None
     assert r.report.outcome == "returned", r.report.error
-    assert [e["kind"] for e in r.calls()] == ["batch", "batch", "batch", "stop"]
+    assert [type(e) for e in r.calls()] == [Batch, Batch, Batch, Stop]
     assert r.batches() == [[0, 1], [2, 3], [4]]
-    assert r.first("len", epoch=None)["value"] == 3
+    assert r.first(Len, epoch=None).length == 3
     assert r.report.clean, r.report.leftovers()
 
 
@@ -42,7 +54,7 @@ def test_faults_go_where_they_fire():
         kwargs={**FORK2, "batch_size": 1},
     )
     r = run(DataLoader, plan, deadline_s=60)
-    errors = [e["value"] for e in r.of(0, "error")]
+    errors = [e.text for e in r.of(0, Error)]
     assert any("in fetch" in e for e in errors), errors
     assert any("in collate" in e for e in errors), errors
     assert any("in init" in e for e in errors), errors
@@ -59,26 +71,26 @@ def test_a_worker_killed_from_outside_after_a_fetch_is_awaited():
         kwargs={"num_workers": 2, "batch_size": 1},
     )
     r = run(DataLoader, plan, deadline_s=60)
-    awaited, killed = r.first("awaited"), r.first("killed")
+    awaited, killed = r.first(Awaited), r.first(Killed)
     assert awaited is not None
-    assert awaited["value"] is True
+    assert awaited.ok is True
     assert killed is not None
-    assert len(killed["value"]) == 1
+    assert len(killed.pids) == 1
     assert any(f.event == "fetched" and f.index == 5 for f in r.fetches)
-    assert r.of(0, "error"), r.events  # the death reached the user as an error
+    assert r.of(0, Error), r.events  # the death reached the user as an error
 
 
 @pytest.mark.parametrize("how", ["drop", "break", "raise"])
 def test_leaving_an_epoch_early_is_timed_and_the_workers_are_watched(how):
     r = run(DataLoader, Plan(n=40, kwargs=FORK2, leave={0: Leave(how, 2)}), deadline_s=60)
     assert len(r.batches()) == 2
-    assert r.first("dropped") is not None
-    assert r.first("alive_after_drop")["value"] == []
+    assert r.first(Dropped) is not None
+    assert r.first(AliveAfterDrop).pids == ()
 
 
 def test_next_after_stop_is_recorded():
     r = run(DataLoader, Plan(n=2, kwargs=FORK2, calls_after_stop=2), deadline_s=60)
-    assert [e["kind"] for e in r.calls()] == ["batch", "stop", "stop", "stop"]
+    assert [type(e) for e in r.calls()] == [Batch, Stop, Stop, Stop]
 
 
 def test_a_hang_past_the_deadline_leaves_its_events():
@@ -100,7 +112,7 @@ def test_the_parent_killed_while_workers_are_blocked_on_a_full_pipe():
     r = run(L.DeclaresForkOnly, plan, deadline_s=60, orphan_grace_s=1.0)
     assert r.report is not None
     assert (r.report.outcome, r.report.killed_by_signal) == ("killed", signal.SIGKILL)
-    assert r.first("awaited")["value"] is True
+    assert r.first(Awaited).ok is True
     assert len(r.report.orphan_exit_s) == 2  # each worker timed (torch's stay: None)
 
 
@@ -111,7 +123,7 @@ def test_the_parent_is_killed_in_state_even_when_workers_start_at_the_first_next
     r = run(L.StartsWorkersAtFirstNext, parent_dies_while(state), deadline_s=60, orphan_grace_s=1.0)
     assert r.report is not None
     assert r.report.outcome == "killed", r.report.error
-    assert r.first("awaited")["value"] is True
+    assert r.first(Awaited).ok is True
     assert len(r.report.orphan_exit_s) == 2
 
 
@@ -184,10 +196,10 @@ def test_flat_reads_any_batch_as_plain_values():
 def test_structure_many_loaders_and_dispatch_epochs():
     plan = Plan(n=4, kwargs={**FORK2, "persistent_workers": True}, epochs=2, loaders=2)
     r = run(DataLoader, plan, deadline_s=60)
-    fds = [e["fds"] for e in r.of(None, "loader_dropped")]
+    fds = [e.fds for e in r.of(None, LoaderDropped)]
     assert len(fds) == 2
     assert r.batches(3) == [[0, 1], [2, 3]]  # loader 2's second epoch
-    assert r.first("built", epoch=None)["value"] == "torch.utils.data.dataloader:DataLoader"
+    assert r.first(Built, epoch=None).ref == "torch.utils.data.dataloader:DataLoader"
     r = run(DataLoader, Plan(n=3, kwargs=FORK2, render="structure"), deadline_s=60)
     assert r.batches()[0] == {"tensor": [0, 1], "dtype": "int64"}
     tagged = Plan(n=4, kwargs=FORK2, epochs=2, tag_epochs=True, leave={0: Leave("drop", 1)})

@@ -68,9 +68,9 @@ def test_declarations_and_their_defaults():
 
 
 def test_what_the_workers_are_is_declared_or_watched():
-    assert loaders.workers(L.SaysItHasThreads) == "threads"  # declared: not watched
+    assert driver.workers(L.SaysItHasThreads) == "threads"  # declared: not watched
     with pytest.raises(loaders.LoaderRefError, match="fibres"):
-        loaders.workers(L.SaysNonsense)
-    assert loaders.probe_workers(DataLoader) == "processes"
-    assert loaders.probe_workers(L.FetchesInThreads) == "threads"
-    assert loaders.probe_workers(L.FetchesInTheCaller) == "none"
+        driver.workers(L.SaysNonsense)
+    assert driver.probe_workers(DataLoader) == "processes"
+    assert driver.probe_workers(L.FetchesInThreads) == "threads"
+    assert driver.probe_workers(L.FetchesInTheCaller) == "none"

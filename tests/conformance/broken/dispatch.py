@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from faultinject import loaders
+from faultinject import driver, loaders
 
 PLAN_ENV = "LOADERSPEC_BROKEN_PLAN"
 NO_PLAN = "broken.dispatch: no broken loader assigned to"  # tests check no case failed on this
@@ -50,7 +50,7 @@ class Loader:
     @classmethod
     def loaderspec_workers(cls) -> str:
         """What the running case's broken loader's workers are (declared or observed)."""
-        return loaders.workers(_assigned_class())
+        return driver.workers(_assigned_class())
 
     @classmethod
     def loaderspec_stateful(cls) -> bool:
