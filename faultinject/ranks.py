@@ -198,6 +198,7 @@ class _Rank:
 
     def epochs(self) -> None:
         plan = self.plan
+        loaders.start_process_helpers(self.cls)  # as every scenario does, before the loader
         data = dataset(plan, self.rank)
         order = sampler(plan, self.rank, data)
         kwargs = dict(plan.kwargs)

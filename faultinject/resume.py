@@ -203,6 +203,7 @@ class _Resume:
         return pickled
 
     def play(self) -> None:
+        loaders.start_process_helpers(self.cls)  # what the loader keeps per process: no leak
         sandbox.mark_baseline()
         plan = self.plan
         if plan.uninterrupted:
