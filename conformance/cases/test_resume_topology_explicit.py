@@ -21,9 +21,9 @@ from conformance.harness.resume import (
 
 
 @pytest.mark.spec_property(TOPOLOGY, "ResumeEquivalence")
-@pytest.mark.parametrize("workers", [(2, 1), (1, 3), (2, 0)], ids=["2-1", "1-3", "2-0"])
+@pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 3), (2, 0)])
 def test_map_style_resumed_with_other_workers_continues_or_says_why(
-    loader_cls: type, grade: Grade, workers: tuple[int, int]
+    loader_cls: type, grade: Grade, before: int, after: int
 ) -> None:
     """Map-style, a state after 3 batches with num_workers=a, resumed with num_workers=b: the
     same stream, or an error naming a and b (an AssertionError: NON-STRICT).
@@ -32,7 +32,6 @@ def test_map_style_resumed_with_other_workers_continues_or_says_why(
     another num_workers continues exactly, or raises naming both counts.
     Guards: K7 meta-pytorch/data#1437 (its reproduction resumes with num_workers 0 and 1).
     """
-    before, after = workers
     plan = ResumePlan(
         n=12,
         kwargs=kwargs(before, 2, batch_size=2),
