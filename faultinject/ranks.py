@@ -25,6 +25,7 @@ import contextlib
 import datetime
 import gc
 import os
+import pickle
 import select
 import socket
 import time
@@ -57,6 +58,9 @@ class RankPlan:
     dataset of `n` items (the index each) behind `DistributedSampler(dataset, world, rank,
     shuffle=shuffle, seed=seed, drop_last=sampler_drop_last)`, passed as the loader's `sampler`.
     `kwargs`: the loader's other arguments. `step_timeout_s`: the group's collective timeout.
+    `resume_at=(epoch, k)`: after k batches of that epoch every rank takes its loader's
+    `state_dict()`, drops the loader and goes on with a new one (a new sampler of the same rank,
+    `set_epoch(epoch)`) that loads the state, pickled as a checkpoint on disk would be.
     """
 
     world: int = 2
@@ -68,6 +72,7 @@ class RankPlan:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     epochs: int = 3
     step_timeout_s: float = 3.0
+    resume_at: tuple[int, int] | None = None
 
 
 class RankShardedIterable(IterableDataset):
@@ -132,6 +137,8 @@ class _Rank:
 
     def __init__(self, cls: type, plan: RankPlan, rank: int, out_fd: int) -> None:
         self.cls, self.plan, self.rank, self.out_fd = cls, plan, rank, out_fd
+        self.loader: Any = None  # the rank's current loader (a new one after a resume)
+        self.order: Any = None  # and its sampler, which the user's set_epoch calls go to
 
     def event(self, kind: str, epoch: int | None = None, value: Any = None, **extra: Any) -> None:
         ev = {"rank": self.rank, "epoch": epoch, "kind": kind, "t": time.monotonic(), **extra}
@@ -200,31 +207,60 @@ class _Rank:
         plan = self.plan
         loaders.start_process_helpers(self.cls)  # as every scenario does, before the loader
         data = dataset(plan, self.rank)
-        order = sampler(plan, self.rank, data)
+        self.order = sampler(plan, self.rank, data)
         kwargs = dict(plan.kwargs)
-        if order is not None:
-            kwargs["sampler"] = order
-        loader = self.construct(data, kwargs)
-        if loader is None:
+        if self.order is not None:
+            kwargs["sampler"] = self.order
+        self.loader = self.construct(data, kwargs)
+        if self.loader is None:
             return
-        self.event("built", value=f"{type(loader).__module__}:{type(loader).__qualname__}")
+        built = type(self.loader)
+        self.event("built", value=f"{built.__module__}:{built.__qualname__}")
         for epoch in range(plan.epochs):
-            if order is not None:
-                order.set_epoch(epoch)
-            if not self.epoch(loader, epoch):
+            if self.order is not None:
+                self.order.set_epoch(epoch)
+            if not self.epoch(epoch):
                 break
         start = time.monotonic()
-        del loader
+        self.loader = None
         gc.collect()
         workers = [p.pid for p in processes.children(helpers=False)]
         left = processes.wait_gone(workers, MUST_BOUND_S)
         self.event("left", None, left, dt=time.monotonic() - start)
 
-    def epoch(self, loader: Any, epoch: int) -> bool:
+    def resumed(self, epoch: int) -> Any:
+        """A new loader of this rank that loaded the state of the one before (None: failed)."""
+        plan = self.plan
+        try:
+            state = pickle.dumps(self.loader.state_dict())
+            self.loader = None
+            gc.collect()
+            data = dataset(plan, self.rank)
+            order = sampler(plan, self.rank, data)
+            kwargs = dict(plan.kwargs)
+            if order is not None:
+                order.set_epoch(epoch)
+                kwargs["sampler"] = order
+            loader = self.cls(data, **kwargs)
+            loader.load_state_dict(pickle.loads(state))
+            self.order = order
+        except Exception as exc:
+            self.event("error", epoch, f"resume: {type(exc).__name__}: {exc}"[:500], step=None)
+            return None
+        self.event("resumed", epoch, len(state))
+        return loader
+
+    def epoch(self, epoch: int) -> bool:
         """One epoch; False when the group cannot go on (a failed step or a loader error)."""
-        it = iter(loader)
+        it = iter(self.loader)
         steps = 0
         while True:
+            if self.plan.resume_at == (epoch, steps):
+                del it
+                self.loader = self.resumed(epoch)
+                if self.loader is None:
+                    return False
+                it = iter(self.loader)
             start = time.monotonic()
             try:
                 batch = next(it)
@@ -366,6 +402,8 @@ def run(
     """
     kwargs = {**plan.kwargs, **({} if plan.iterable else {"sampler": None})}
     why = loaders.unsupported(loader, kwargs, dataset=dataset(plan, 0))
+    if plan.resume_at is not None and not loaders.stateful(loader):
+        why = why or "the loader has no state_dict()/load_state_dict(): it cannot be checkpointed"
     if why:
         return RankRun(plan, None, refused=why)
     report = sandbox.run(

@@ -67,3 +67,25 @@ def test_iterable_shards_by_rank_and_worker_cover_every_item_once(
     partition(grade, r)
     even_batches(grade, r)
     nothing_left(grade, r)
+
+
+@pytest.mark.spec_property(PARTITION, PERMUTATION, EVEN, "ResumeEquivalence")
+def test_each_rank_resumed_from_its_own_state_keeps_its_share(
+    loader_cls: type, grade: Grade
+) -> None:
+    """2 ranks, shuffled DistributedSampler, 2 workers, 3 epochs; after 2 batches of epoch 1
+    every rank checkpoints its loader (state_dict()), drops it and resumes a new one on the
+    same rank: every epoch each rank still hands out exactly its sampler's items, in order, as
+    many batches as the other (loaders without state_dict() SKIP).
+
+    Property: RanksPartitionEveryEpoch. Seed (distributed.py, DistributedSampler): "load a
+    subset of the original dataset that is exclusive to it"; across a per-rank resume too.
+    Guards: K8 meta-pytorch/data#1520 (prefetched items lost or replayed on resume), K7
+    meta-pytorch/data#1437.
+    """
+    plan = RankPlan(world=2, n=14, kwargs=kwargs(2, 2, batch_size=2), epochs=3, resume_at=(1, 2))
+    r = play_ranks(loader_cls, plan)
+    even_batches(grade, r)
+    partition(grade, r)
+    same_permutation(grade, r)
+    nothing_left(grade, r)
