@@ -13,6 +13,9 @@ required, and nothing here reads a loader's private state:
   (torch's loader: the iterator; torchdata's StatefulDataLoader keeps its iterator: the loader).
 * `loaderspec_workers: "processes" | "threads" | "none"` (or a classmethod returning one): what
   the loader's workers are.
+* `loaderspec_stateful: bool` (or a classmethod returning one): whether the loader can be
+  checkpointed and resumed (`state_dict()` / `load_state_dict()`); otherwise the harness looks
+  for the two methods (`stateful`).
 * `loaderspec_process_helpers(cls) -> None` (a classmethod): start what the loader keeps for the
   whole life of the process, shared by all its instances (grain's shared-memory deletion thread
   pool): the harness calls it before it takes the leak baseline, so these are not counted as
@@ -40,6 +43,7 @@ __all__ = [
     "resolve",
     "split",
     "start_process_helpers",
+    "stateful",
     "unsupported",
     "workers_die_with",
 ]
@@ -167,6 +171,15 @@ def unsupported(loader_cls: type, kwargs: dict[str, Any], dataset: Any = None) -
             return str(reason)
     name = _refused_argument(loader_cls, kwargs)
     return None if name is None else MSG_UNSUPPORTED_ARG.format(name=name)
+
+
+def stateful(loader_cls: type) -> bool:
+    """Whether the loader can be checkpointed and resumed: its `loaderspec_stateful`, else
+    whether it has both `state_dict` and `load_state_dict`."""
+    declared = getattr(loader_cls, "loaderspec_stateful", None)
+    if declared is not None:
+        return bool(declared() if callable(declared) else declared)
+    return all(callable(getattr(loader_cls, m, None)) for m in ("state_dict", "load_state_dict"))
 
 
 def declared_workers(loader_cls: type) -> WorkerKind | None:

@@ -124,6 +124,7 @@ class Kind(enum.Enum):
     TEMPORAL = "temporal"  # a temporal formula (cfg PROPERTY), under the spec's fairness
     DEADLOCK = "deadlock"  # TLC's built-in deadlock check
     MEASURED = "measured"  # wall-clock bounds: the conformance suite's clocks, not TLC
+    SUITE = "suite"  # many ranks at once: checked by the conformance suite, not modelled
 
 
 class PropertyName(enum.Enum):
@@ -153,6 +154,10 @@ class PropertyName(enum.Enum):
     LOAD_IS_NEVER_IGNORED = "LoadIsNeverIgnored"
     RESUME_ADVANCES = "ResumeAdvances"
     RESUME_TOPOLOGY_EXPLICIT = "ResumeTopologyExplicit"
+    # RANK_PROPERTIES: many ranks of a torch.distributed group, one loader each (the suite's only)
+    RANKS_PARTITION_EVERY_EPOCH = "RanksPartitionEveryEpoch"
+    RANKS_EVEN_BATCH_COUNTS = "RanksEvenBatchCounts"
+    RANKS_SHARE_EPOCH_PERMUTATION = "RanksShareEpochPermutation"
 
 
 @dataclass(frozen=True)
@@ -163,12 +168,18 @@ class Property:
     level: Level
     kind: Kind
     claim: str  # one sentence: what a correct loader guarantees
-    module: str = "DataLoader"  # the spec module (spec/<module>.tla) that defines it
+    module: str | None = "DataLoader"  # the spec module (spec/<module>.tla); None: no formula
 
     @property
     def name(self) -> str:
         """The TLA+ definition name in spec/<module>.tla."""
         return self.prop.value
+
+    @property
+    def modelled(self) -> bool:
+        """Whether a spec module states it as a formula TLC checks (a measured bound, or a
+        property of many ranks, is graded by the conformance suite only)."""
+        return self.kind not in (Kind.MEASURED, Kind.SUITE)
 
 
 P = PropertyName
@@ -333,6 +344,36 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
         CHECKPOINT_MODULE,
     ),
 )
+
+# Many ranks (issue 20): properties of a loader run on every rank of a torch.distributed group,
+# which the spec (one loader process, no payloads) does not model: the conformance suite grades
+# them on a real gloo group (conformance.harness.ranks); no formula, no broken variant.
+RANK_PROPERTIES: tuple[Property, ...] = (
+    Property(
+        P.RANKS_PARTITION_EVERY_EPOCH,
+        Level.MUST,
+        Kind.SUITE,
+        "On every rank of a process group, each epoch hands out exactly the items of that rank's"
+        " DistributedSampler (or iterable shard): across ranks every item once, padding apart.",
+        None,
+    ),
+    Property(
+        P.RANKS_EVEN_BATCH_COUNTS,
+        Level.MUST,
+        Kind.SUITE,
+        "Every rank hands out the same number of batches each epoch, so a collective per step"
+        " (DDP's all_reduce) never leaves one rank waiting for the others.",
+        None,
+    ),
+    Property(
+        P.RANKS_SHARE_EPOCH_PERMUTATION,
+        Level.MUST,
+        Kind.SUITE,
+        "After sampler.set_epoch(e) every rank hands out its sampler's order for epoch e: the"
+        " ranks cut one permutation per epoch, a new one each epoch.",
+        None,
+    ),
+)
 del P
 
 # The user's calls in spec/DataLoaderCheckpoint.tla, each the loader method of that name (the
@@ -344,7 +385,7 @@ CHECKPOINT_ACTIONS: dict[str, str] = {
     "UserLoadStateDict": "load_state_dict",
 }
 
-ALL_PROPERTIES: tuple[Property, ...] = PROPERTIES + CHECKPOINT_PROPERTIES
+ALL_PROPERTIES: tuple[Property, ...] = PROPERTIES + CHECKPOINT_PROPERTIES + RANK_PROPERTIES
 PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in ALL_PROPERTIES)
 
 

@@ -11,6 +11,7 @@ from loaderspec.vocabulary import (
     CORE_METHOD,
     PROPERTIES,
     PROPERTY_NAMES,
+    RANK_PROPERTIES,
     Action,
     Actor,
     Kind,
@@ -74,3 +75,15 @@ def test_checkpoint_properties_are_the_issue_19_names_of_their_own_module():
     assert {p.module for p in PROPERTIES} == {"DataLoader"}
     should = [p.name for p in CHECKPOINT_PROPERTIES if p.level is Level.SHOULD]
     assert should == ["ResumeTopologyExplicit"]
+
+
+def test_rank_properties_are_the_suites_alone():
+    assert [p.name for p in RANK_PROPERTIES] == [
+        "RanksPartitionEveryEpoch",
+        "RanksEvenBatchCounts",
+        "RanksShareEpochPermutation",
+    ]
+    assert all(p.kind is Kind.SUITE and p.module is None for p in RANK_PROPERTIES)
+    assert not any(p.modelled for p in RANK_PROPERTIES)
+    assert all(p.modelled for p in CHECKPOINT_PROPERTIES)
+    assert all(p.level is Level.MUST for p in RANK_PROPERTIES)

@@ -15,7 +15,14 @@ hand grain's workers torch's batches, one record is one batch of torch's sampler
 
 So record k goes to worker k % num_workers and comes back in turn: torch's assignment and order.
 A grain DataLoader holds its data source, so each `iter()` builds one for that epoch's batches;
-grain starts new workers for every iterator anyway. What the suite measures is grain's: its
+grain starts new workers for every iterator anyway.
+
+Checkpoint and resume: `state_dict()` is the epoch's batches, grain's iterator state
+(`get_state()`, noted after every batch) and the generator's state once the epoch's order was
+drawn; after an epoch's end, only the generator's (the next epoch is drawn from it).
+`load_state_dict()` applies at the next `iter()`: the same batches, grain's `set_state()` (which
+raises a ValueError naming both worker counts for a state of other workers). What the suite
+measures is grain's: its
 processes, queues, exit-code polling, shutdown and error handling. Dropping the iterator
 closes it (grain's finalizer): `workers_die_with = "iterator"`.
 """
@@ -57,6 +64,31 @@ class _Batches(gp.RandomAccessDataSource):
 
     def __getitem__(self, record_key: int) -> Any:
         return self.batches[record_key]
+
+    def __repr__(self) -> str:
+        # grain checks a loaded state against repr(data_source): the epoch's batches, exactly.
+        return f"_Batches({list(self.batches)!r})"
+
+
+class _Relay:
+    """The adapter's iterator: grain's, noting the position (grain's `get_state()`) after every
+    batch in the loader's checkpoint, and the epoch's end; holds no reference from the loader,
+    so dropping it still closes grain's iterator."""
+
+    def __init__(self, owner: Loader, it: Any) -> None:
+        self.owner, self.it = owner, it
+
+    def __iter__(self) -> _Relay:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            batch = next(self.it)
+        except StopIteration:
+            self.owner._checkpoint = self.owner._next_epoch()
+            raise
+        self.owner._checkpoint = {**(self.owner._checkpoint or {}), "grain": self.it.get_state()}
+        return batch
 
 
 class _FetchTransform(gp.MapTransform):
@@ -122,12 +154,39 @@ class Loader(Adapter):
         if cls._heap_holder is None:
             cls._heap_holder = multiprocessing.get_context("spawn").Value("i", 0, lock=False)
 
+    _checkpoint: dict[str, Any] | None = None
+    _loaded: dict[str, Any] | None = None
+
+    def _generator_state(self) -> Any:
+        generator = self._torch.generator
+        return None if generator is None else generator.get_state()
+
+    def _next_epoch(self) -> dict[str, Any]:
+        return {"batches": None, "grain": None, "generator": self._generator_state()}
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._loaded is not None:
+            return dict(self._loaded)
+        return dict(self._checkpoint or self._next_epoch())
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._loaded = dict(state)
+
     def __iter__(self) -> Any:
         dl = self._torch
-        draw_base_seed(dl)  # torch's iterator draws it before its sampler does
-        batches = list(index_batches(dl))
+        state, self._loaded = self._loaded, None
+        if state is not None and state["generator"] is not None and dl.generator is not None:
+            dl.generator.set_state(state["generator"])
+        if state is not None and state["batches"] is not None:
+            batches = state["batches"]  # the interrupted epoch, its order as drawn then
+        else:
+            state = None
+            draw_base_seed(dl)  # torch's iterator draws it before its sampler does
+            batches = list(index_batches(dl))
+        self._checkpoint = {"batches": batches, "grain": None, "generator": self._generator_state()}
         if not batches:
             # grain's IndexSampler refuses 0 records: an epoch of no batches has nothing to load.
+            self._checkpoint = self._next_epoch()
             return iter(())
         loader = gp.DataLoader(
             data_source=_Batches(batches),
@@ -137,4 +196,8 @@ class Loader(Adapter):
             worker_buffer_size=dl.prefetch_factor or 1,
             shard_options=gp.NoSharding(),
         )
-        return iter(loader)
+        it = iter(loader)
+        if state is not None and state["grain"] is not None:
+            it.set_state(state["grain"])
+            self._checkpoint = {**self._checkpoint, "grain": state["grain"]}
+        return _Relay(self, it)

@@ -25,6 +25,9 @@ Translated, not faked:
 * `in_order`: the mapper's own `in_order`; `multiprocessing_context`: its start method (process).
 * `num_workers=0`: `ParallelMapper(num_workers=0)`, torchdata's inline mapper.
 
+Checkpoint and resume: `state_dict()` / `load_state_dict()` are `torchdata.nodes.Loader`'s (the
+resume cases grade them).
+
 Who owns the workers: `torchdata.nodes.Loader` keeps its current iterator (to answer
 `state_dict()` at any time), and the mapper keeps its workers until its next reset or until it is
 collected. Dropping an iterator does not stop them; dropping the loader does:
@@ -123,6 +126,14 @@ class _NodesLoader(Adapter):
     def __iter__(self) -> Any:
         draw_base_seed(self._torch)  # as torch's iterator does, before SamplerWrapper's reset
         return iter(self._loader)
+
+    # Checkpoint and resume: torchdata.nodes.Loader's own state_dict()/load_state_dict() (the
+    # pipeline's nodes' states), passed through unchanged.
+    def state_dict(self) -> dict[str, Any]:
+        return self._loader.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._loader.load_state_dict(state)
 
 
 def _pin_device(requested: str) -> str:

@@ -141,7 +141,7 @@ def case_link(file: str, case: str, up: str) -> str:
 
 def _spec_link(name: str, up: str) -> str:
     if name not in sources.tla_definitions(_read(SPEC)):
-        return "no formula (measured by the suite)"
+        return "no formula (checked by the suite only)"
     span = sources.span(SPEC, name)
     return f"[`{name}`]({up}{SPEC}#{name}) (lines {span.start}-{span.end})"
 

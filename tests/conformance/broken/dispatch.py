@@ -53,6 +53,11 @@ class Loader:
         return driver.workers(_assigned_class())
 
     @classmethod
+    def loaderspec_stateful(cls) -> bool:
+        """Whether the running case's broken loader has state_dict()/load_state_dict()."""
+        return loaders.stateful(_assigned_class())
+
+    @classmethod
     def loaderspec_unsupported(cls, **kwargs: Any) -> str | None:
         """What the running case's broken loader cannot express."""
         return loaders.unsupported(_assigned_class(), kwargs)

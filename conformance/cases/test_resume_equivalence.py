@@ -1,0 +1,96 @@
+"""ResumeEquivalence (MUST): what was handed out before a checkpoint, then what the resumed
+loader hands out, is what an uninterrupted run of the same loader hands out (the same sequence
+with in_order=True, the same multiset per epoch otherwise).
+
+For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCheckpoint.tla.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.harness import Grade, Raise, kwargs
+from conformance.harness.drawn import QUICK_EXAMPLES, check_drawn
+from conformance.harness.resume import (
+    ADVANCES,
+    EQUIVALENCE,
+    HANDED_OUT,
+    IMMUTABLE,
+    Cut,
+    ResumePlan,
+    configs,
+    immutable,
+    needs_state,
+    nothing_left,
+    play_resume,
+    same_stream,
+)
+
+PICKS = (
+    # shuffled, 2 workers, a state mid-epoch 0 (fewer batches than are prefetched)
+    ResumePlan(n=12, kwargs=kwargs(2, 2, batch_size=2, shuffle=True), seed=5, cuts=(Cut(0, 1),)),
+    # an item raises in its turn; the state is taken right after that error (after a fault)
+    ResumePlan(
+        n=10,
+        kwargs=kwargs(2, 2, batch_size=2),
+        epochs=2,
+        cuts=(Cut(0, 2),),
+        faults=(Raise(3),),
+    ),
+    # iterable shards with a state of their own, a break in epoch 1
+    ResumePlan(
+        shards=(5, 3),
+        dataset_state=True,
+        kwargs=kwargs(2, 1, batch_size=2),
+        epochs=2,
+        cuts=(Cut(1, 2, "break"),),
+    ),
+)
+
+
+def _one(loader_cls: type, grade: Grade, plan: ResumePlan) -> None:
+    r = play_resume(loader_cls, plan, leaks=False, skip_refused=False)
+    same_stream(grade, r)
+    immutable(grade, r)
+
+
+def _drawn(loader_cls: type, grade: Grade, examples: int, picks: tuple[ResumePlan, ...]) -> None:
+    needs_state(loader_cls)
+    last = check_drawn(
+        configs(), lambda plan: _one(loader_cls, grade, plan), examples=examples, picks=picks
+    )
+    r = play_resume(loader_cls, last)  # leaks, once, on the last example
+    nothing_left(grade, r)
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE)
+def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
+    loader_cls: type, grade: Grade
+) -> None:
+    """Drawn configurations (map or iterable, a dataset with its own state_dict or not, 0-3
+    workers, prefetch, persistent, in_order, a seeded shuffle, an item that raises, 1-3 epochs)
+    and checkpoint moments (after k batches, after a fault, after a break, at an epoch's end,
+    before iter(), twice in one epoch, a second resume fewer than num_workers batches later):
+    the resumed run hands out what an uninterrupted one does.
+
+    Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): "a drop in replacement
+    for torch.utils.data.DataLoader that implements state_dict and load_state_dict methods,
+    enabling mid-epoch checkpointing".
+    Guards: K7 meta-pytorch/data#1437 (a state saved at an epoch's end drops or repeats an
+    epoch), K8 meta-pytorch/data#1520 (prefetched items lost or replayed on resume),
+    huggingface/datasets#7447.
+    """
+    _drawn(loader_cls, grade, QUICK_EXAMPLES, PICKS)
+
+
+@pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE, ADVANCES)
+def test_resumed_run_matches_for_more_drawn_configurations(loader_cls: type, grade: Grade) -> None:
+    """More drawn configurations and checkpoint moments than the quick selection plays: the
+    resumed run hands out what an uninterrupted one does.
+
+    Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): "implements state_dict
+    and load_state_dict methods, enabling mid-epoch checkpointing".
+    Guards: K7 meta-pytorch/data#1437, K8 meta-pytorch/data#1520, huggingface/datasets#7447.
+    """
+    _drawn(loader_cls, grade, 8, PICKS[:1])

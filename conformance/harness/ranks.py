@@ -1,0 +1,210 @@
+"""Many ranks at once: play a loader on a `torch.distributed` group and grade what each rank saw.
+
+`play_ranks(loader_cls, plan)` plays a `faultinject.ranks.RankPlan` (2 or 3 ranks on a gloo group
+over loopback, each in its own process, the whole group in one sandbox) and turns what a case
+cannot judge into its outcome, as `play` does for one process: a refused configuration SKIPs, a
+group past its deadline FAILs the case's MUST property naming what each rank did last, a rank
+that raised outside the loader's calls fails the case.
+
+The checks read the `RankRun` against torch's own `DistributedSampler` (the oracle: what rank r
+reads in epoch e after `set_epoch(e)`), one per rank property (`loaderspec.vocabulary`, checked
+only here: the spec models one loader process):
+
+* `even_batches` (RanksEvenBatchCounts): every rank hands out the same number of batches each
+  epoch, so DDP's per-step all_reduce pairs up; a rank left alone in one is named with the
+  counts (the group's collective timeout stands in for DDP's 30-minute hang).
+* `partition` (RanksPartitionEveryEpoch): each rank hands out exactly its sampler's (or its
+  iterable shard's) items, so across ranks every item once per epoch, padding apart.
+* `same_permutation` (RanksShareEpochPermutation): each rank's order is its sampler's after
+  `set_epoch(e)`: the ranks cut one permutation per epoch, a new one each epoch.
+* `nothing_left` (ShutdownCompletes): no rank, worker, /dev/shm entry or listening port left.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from conformance.harness import checks
+from conformance.harness.grading import MUST_BOUND_S, Grade, fail
+from faultinject import ranks
+from faultinject.ranks import RankPlan, RankRun, expected_indices
+
+__all__ = [
+    "EVEN",
+    "PARTITION",
+    "PERMUTATION",
+    "RANKS_DEADLINE_S",
+    "RankPlan",
+    "even_batches",
+    "nothing_left",
+    "partition",
+    "play_ranks",
+    "same_permutation",
+]
+
+EVEN = "RanksEvenBatchCounts"
+PARTITION = "RanksPartitionEveryEpoch"
+PERMUTATION = "RanksShareEpochPermutation"
+# A group of 3 ranks with 2 workers each plays 3 epochs in well under a second; a rank left alone
+# in an all_reduce waits the plan's step timeout (3 s). The rest is margin for a loaded machine.
+RANKS_DEADLINE_S = 30.0
+
+
+def play_ranks(
+    loader_cls: type, plan: RankPlan, *, must: str = EVEN, deadline_s: float = RANKS_DEADLINE_S
+) -> RankRun:
+    """Play `plan` on its ranks (see the module docstring); SKIP, or FAIL `must`, as `play`."""
+    r = ranks.run(loader_cls, plan, deadline_s=deadline_s)
+    if r.refused:
+        pytest.skip(f"the loader refused the configuration: {r.refused}")
+    report = r.report
+    assert report is not None
+    if report.outcome == "deadline":
+        fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r))
+    if report.outcome != "returned":
+        pytest.fail(f"the rank group did not end normally: {report.error}", pytrace=False)
+    raised = r.of(None, None, "raised")
+    if raised:
+        rank, text = raised[0]["rank"], raised[0]["value"]
+        pytest.fail(f"rank {rank} raised outside the loader's calls: {text}", pytrace=False)
+    return r
+
+
+def _last_moves(r: RankRun) -> str:
+    moves = []
+    for rank in range(r.plan.world):
+        mine = [e for e in r.events if e["rank"] == rank]
+        last = f"{mine[-1]['kind']} in epoch {mine[-1]['epoch']}" if mine else "nothing"
+        moves.append(f"rank {rank}: {len(r.of(rank, None, 'batch'))} batches, then {last}")
+    return "still running at the deadline (" + "; ".join(moves) + "); killed"
+
+
+def _counts(r: RankRun, epoch: int) -> str:
+    return ", ".join(f"rank {rank}: {len(r.batches(rank, epoch))}" for rank in range(r.plan.world))
+
+
+def even_batches(grade: Grade, r: RankRun) -> None:
+    """RanksEvenBatchCounts: each epoch ends in StopIteration on every rank after the same
+    number of batches, and no rank was left alone in a step's all_reduce."""
+    failed = r.of(None, None, "step_failed")
+    hang = ""
+    if failed:
+        f = failed[0]
+        hang = (
+            f"; rank {f['rank']}'s all_reduce after its batch {f['step']} of epoch {f['epoch']}"
+            f" failed after {f['dt']:.1f} s ({f['value'][:100]}): DDP's ranks would hang there"
+        )
+    for epoch in range(r.plan.epochs):
+        counts = {len(r.batches(rank, epoch)) for rank in range(r.plan.world)}
+        if r.of(None, epoch, "step_failed") or len(counts) > 1:
+            grade.fail(
+                EVEN,
+                f"every rank to hand out the same number of batches in epoch {epoch}",
+                _counts(r, epoch) + hang,
+            )
+            return
+        for rank in range(r.plan.world):
+            errors = r.of(rank, epoch, "error")
+            if errors:
+                grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", errors[0]["value"])
+                return
+            if not r.ended(rank, epoch):
+                grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", "it never ended")
+                return
+
+
+def _who(r: RankRun, epoch: int) -> dict[Any, list[int]]:
+    """Item -> the ranks that handed it out in `epoch` (a rank once per time it did)."""
+    out: dict[Any, list[int]] = {}
+    for rank in range(r.plan.world):
+        for x in r.items(rank, epoch):
+            out.setdefault(x, []).append(rank)
+    return out
+
+
+def partition(grade: Grade, r: RankRun) -> None:
+    """RanksPartitionEveryEpoch: each rank hands out exactly the items its sampler (or its
+    iterable shard) gives it; so, across ranks, every item once an epoch (DistributedSampler's
+    padding apart: it repeats the first items so that every rank gets as many)."""
+    plan = r.plan
+    for epoch in range(plan.epochs):
+        for rank in range(plan.world):
+            want = Counter(expected_indices(plan, rank, epoch))
+            got = Counter(r.items(rank, epoch))
+            if got == want:
+                continue
+            who = _who(r, epoch)
+            padded = Counter(x for k in range(plan.world) for x in expected_indices(plan, k, epoch))
+            twice = [
+                f"{x} by ranks {v}" for x, v in _sorted(who.items()) if len(v) > max(1, padded[x])
+            ]
+            missing = _sorted(set(range(plan.n)) - set(who))
+            actual = f"rank {rank} handed out {_sorted(got.elements())}"
+            actual += f", its {_source(plan)} gives {_sorted(want.elements())}"
+            if twice:
+                actual += f"; handed out more than once: {', '.join(twice[:4])}"
+            if missing:
+                actual += f"; by no rank: {missing[:8]}"
+            grade.fail(
+                PARTITION,
+                f"each rank to hand out exactly its {_source(plan)}'s items in epoch {epoch}",
+                actual,
+            )
+            return
+
+
+def _sorted(values: Any) -> list[Any]:
+    """Sorted as numbers where they are numbers (a loader may hand out anything)."""
+    values = list(values)
+    try:
+        return sorted(values)
+    except TypeError:
+        return sorted(values, key=repr)
+
+
+def _source(plan: RankPlan) -> str:
+    return "iterable shard" if plan.iterable else "DistributedSampler"
+
+
+def same_permutation(grade: Grade, r: RankRun) -> None:
+    """RanksShareEpochPermutation: each rank hands its items out in its sampler's order after
+    `set_epoch(epoch)`: one permutation per epoch cut among the ranks, a new one every epoch."""
+    plan = r.plan
+    for epoch in range(plan.epochs):
+        for rank in range(plan.world):
+            got = r.items(rank, epoch)
+            want = expected_indices(plan, rank, epoch)
+            if got == want:
+                continue
+            actual = f"rank {rank} handed out {got}, its sampler gives {want}"
+            stale = [e for e in range(plan.epochs) if e != epoch]
+            same = [e for e in stale if expected_indices(plan, rank, e) == got]
+            if same:
+                actual += f": the order of epoch {same[0]} (set_epoch({epoch}) had no effect)"
+            grade.fail(
+                PERMUTATION,
+                f"epoch {epoch}'s order on every rank: its sampler's after set_epoch({epoch})",
+                actual,
+            )
+            return
+
+
+def nothing_left(grade: Grade, r: RankRun) -> None:
+    """ShutdownCompletes: every rank's workers gone once its loader was dropped, and nothing of
+    the group left: no process, zombie, /dev/shm entry, and nothing listening on its port."""
+    for e in r.of(None, None, "left"):
+        if e["value"]:
+            grade.fail(
+                "ShutdownCompletes",
+                f"rank {e['rank']}'s workers gone once its loader was dropped",
+                f"workers {e['value']} alive {MUST_BOUND_S:g} s later",
+            )
+            return
+    left = checks.leaks(r)  # type: ignore[arg-type]  # reads only the sandbox's report
+    if r.port_listening:
+        left = "; ".join(filter(None, [left, f"port {r.port} still listening"]))
+    if left:
+        grade.fail("ShutdownCompletes", "nothing of the rank group left", left)

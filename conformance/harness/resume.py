@@ -1,0 +1,289 @@
+"""Checkpoint and resume: play a loader's `state_dict()` / `load_state_dict()` and grade it
+against an uninterrupted run of the same loader.
+
+`play_resume(loader_cls, plan)` plays a `faultinject.resume.ResumePlan` (the uninterrupted run,
+then the interrupted one: one loader per segment, each resuming from the state the one before it
+took) in a sandbox, and turns what a case cannot judge into its outcome, as `play` does: a loader
+without the two methods SKIPs (`needs_state`), a refused configuration SKIPs, a scenario past its
+deadline FAILs the case's MUST property. The checks, one reading per property of
+spec/DataLoaderCheckpoint.tla (`loaderspec.vocabulary.CHECKPOINT_PROPERTIES`):
+
+* `same_stream`: what the interrupted run kept, then what its last loader handed out, is epoch
+  by epoch what the uninterrupted run handed out (the same sequence; a multiset with
+  `in_order=False`); any error on the way (a load, an `iter()`, a `next()`, a `state_dict()`)
+  fails it too. The case says which property a difference violates.
+* `immutable` (SnapshotIsImmutable): a state pickles the same at the end of its segment as when
+  `state_dict()` returned it; whether it survives `torch.save` / `torch.load(weights_only=True)`
+  is noted (no property grades it yet).
+* `topology` (ResumeTopologyExplicit, SHOULD): resumed with another `num_workers`, the loader
+  continues exactly, or raises an error naming both counts; an AssertionError (or an error that
+  names neither) grades NON-STRICT; a silent wrong stream is a ResumeEquivalence FAIL.
+
+`configs` draws configurations and checkpoint moments for the differential cases.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from hypothesis import reject
+from hypothesis import strategies as st
+
+from conformance.harness import checks
+from conformance.harness.grading import Grade, fail
+from conformance.harness.scenario import LEAK_WAIT_S
+from faultinject import loaders, resume
+from faultinject.faults import Raise
+from faultinject.resume import Cut, Moment, ResumePlan, ResumeRun
+
+__all__ = [
+    "ADVANCES",
+    "EQUIVALENCE",
+    "HANDED_OUT",
+    "IMMUTABLE",
+    "LOAD",
+    "NO_STATE",
+    "RESUME_DEADLINE_S",
+    "TOPOLOGY",
+    "Cut",
+    "ResumePlan",
+    "configs",
+    "immutable",
+    "needs_state",
+    "nothing_left",
+    "play_resume",
+    "same_stream",
+    "topology",
+]
+
+EQUIVALENCE = "ResumeEquivalence"
+HANDED_OUT = "CheckpointIsHandedOut"
+IMMUTABLE = "SnapshotIsImmutable"
+LOAD = "LoadIsNeverIgnored"
+ADVANCES = "ResumeAdvances"
+TOPOLOGY = "ResumeTopologyExplicit"
+NO_STATE = "the loader has no state_dict()/load_state_dict(): it cannot be checkpointed"
+# Up to four loaders one after the other (the uninterrupted one, then a segment per cut), each
+# a few epochs with up to 3 workers: a few seconds; the rest is margin for a loaded machine.
+RESUME_DEADLINE_S = 40.0
+
+
+def needs_state(loader_cls: type) -> None:
+    """SKIP the running case unless the loader can be checkpointed (`NO_STATE`)."""
+    if not loaders.stateful(loader_cls):
+        pytest.skip(f"not applicable: {NO_STATE}")
+
+
+def play_resume(
+    loader_cls: type,
+    plan: ResumePlan,
+    *,
+    must: str = EQUIVALENCE,
+    leaks: bool = True,
+    skip_refused: bool = True,
+    deadline_s: float = RESUME_DEADLINE_S,
+) -> ResumeRun:
+    """Play `plan` (see the module docstring); `skip_refused=False`: reject the example of a
+    drawn case instead (Hypothesis draws another)."""
+    needs_state(loader_cls)
+    r = resume.run(loader_cls, plan, deadline_s=deadline_s, linger_s=LEAK_WAIT_S if leaks else 0)
+    if r.refused:
+        if not skip_refused:
+            reject()
+        pytest.skip(f"the loader refused the configuration: {r.refused}")
+    report = r.report
+    assert report is not None
+    if report.outcome == "deadline":
+        last = ", ".join(f"{e['kind']} (segment {e['seg']})" for e in r.events[-4:]) or "nothing"
+        fail(must, f"the scenario to end within {deadline_s:g} s", f"still running: {last}")
+    if report.outcome != "returned":
+        pytest.fail(f"the resume scenario did not end normally: {report.error}", pytrace=False)
+    return r
+
+
+def describe(plan: ResumePlan) -> str:
+    """The scenario as a line a reader can replay."""
+    data = f"iterable shards {list(plan.shards)}" if plan.shards else f"{plan.n} items"
+    if plan.shards and plan.dataset_state:
+        data += " (a dataset with its own state_dict)"
+    args = ", ".join(f"{k}={v!r}" for k, v in plan.kwargs.items())
+    seed = f", generator seeded {plan.seed}" if plan.seed is not None else ""
+    if plan.faults:
+        seed += f", item {plan.faults[0].at} raises"
+    cuts = "; then ".join(_cut(c) for c in plan.cuts)
+    again = f"; resumed with {dict(plan.resume_kwargs)}" if plan.resume_kwargs else ""
+    moved = f"; before load_state_dict: {plan.before_load}" if plan.before_load != "nothing" else ""
+    return f"{data}, {args}{seed}, {plan.epochs} epochs; state {cuts}{again}{moved}"
+
+
+def _cut(cut: Cut) -> str:
+    where = {
+        "next": f"after {cut.after} batches of epoch {cut.epoch}",
+        "break": f"after a break at {cut.after} batches of epoch {cut.epoch}",
+        "end": f"at the end of epoch {cut.epoch}",
+        "before_iter": f"before iter() of epoch {cut.epoch}",
+        "after_load": "right after load_state_dict",
+    }[cut.how]
+    if cut.earlier is not None:
+        where += f" (and after {cut.earlier}, resumed from the {cut.resume_from} one)"
+    return where
+
+
+def errors(r: ResumeRun) -> list[dict[str, Any]]:
+    """The errors the interrupted run met (a load, iter(), next(), state_dict()), but those
+    the plan's faults raise in their turn (they are part of the stream compared)."""
+    return [e for e in r.of(None, "error") if e["seg"] >= 0 and not _injected(r, e)]
+
+
+def _injected(r: ResumeRun, e: dict[str, Any]) -> bool:
+    """An error next() raised for one of the plan's faults (its type, re-raised in turn)."""
+    kinds = {f.exc_type.__name__ for f in r.plan.faults}
+    return e["at"] == "next" and e["type"] in kinds
+
+
+def same_stream(grade: Grade, r: ResumeRun, prop: str = EQUIVALENCE) -> None:
+    """`prop`: the interrupted run hands out, epoch by epoch, what the uninterrupted one did."""
+    plan = r.plan
+    full_errors = [e for e in r.of(-1, "error") if not _injected(r, e)]
+    if full_errors:
+        grade.fail(prop, "an uninterrupted run without errors", full_errors[0]["value"])
+        return
+    bad = errors(r)
+    if bad:
+        e = bad[0]
+        where = f"{e['at']}() of segment {e['seg']}" if e["at"] != "load" else "load_state_dict()"
+        grade.fail(prop, f"the resume to go on ({describe(plan)})", f"{where} raised {e['value']}")
+        return
+    full, got = r.uninterrupted(), r.resumed()
+    ordered = plan.kwargs.get("in_order", True) is not False
+    for epoch in range(plan.epochs):
+        want, have = full[epoch], got[epoch]
+        if (want == have) if ordered else (sorted(map(str, want)) == sorted(map(str, have))):
+            continue
+        grade.fail(
+            prop,
+            f"epoch {epoch} as uninterrupted: {want}",
+            f"{have} ({_diagnosis(want, have)}; {describe(plan)})",
+        )
+        return
+
+
+def _diagnosis(want: list[Any], have: list[Any]) -> str:
+    """What a user sees: items repeated, items lost, or an epoch restarted."""
+    flat_want = [x for b in want for x in b]
+    flat_have = [x for b in have for x in b]
+    repeated = sorted({str(x) for x in flat_have if flat_have.count(x) > flat_want.count(x)})
+    lost = sorted({str(x) for x in flat_want if flat_have.count(x) < flat_want.count(x)})
+    parts = []
+    if repeated:
+        parts.append(f"repeated: {', '.join(repeated[:6])}")
+    if lost:
+        parts.append(f"lost: {', '.join(lost[:6])}")
+    return "; ".join(parts) or "the same items in another order"
+
+
+def immutable(grade: Grade, r: ResumeRun) -> None:
+    """SnapshotIsImmutable: no state changed after `state_dict()` returned it. Notes a state
+    that `torch.load(weights_only=True)` cannot read back."""
+    changed = r.of(None, "state_changed")
+    if changed:
+        c = changed[0]
+        grade.fail(
+            IMMUTABLE,
+            f"the state taken after {c['after']} batches of epoch {c['epoch']} to stay as returned",
+            "it pickles differently once the loader went on (it is the loader's live state)",
+        )
+        return
+    portable = [s["weights_only"] for s in r.of(None, "state") if s["weights_only"]]
+    if portable:
+        grade.note(f"a state does not survive torch.load(weights_only=True): {portable[0]}")
+
+
+def nothing_left(grade: Grade, r: ResumeRun) -> None:
+    """ShutdownCompletes: nothing of the scenario's loaders left once they were dropped."""
+    left = checks.leaks(r)  # type: ignore[arg-type]  # reads only the sandbox's report
+    if left:
+        grade.fail("ShutdownCompletes", "nothing left after the loaders were dropped", left)
+
+
+def topology(grade: Grade, r: ResumeRun) -> None:
+    """ResumeTopologyExplicit: resumed with another num_workers, the same stream, or an error
+    naming both counts (an AssertionError, or one naming neither, is NON-STRICT)."""
+    bad = errors(r)
+    if not bad:
+        same_stream(grade, r, EQUIVALENCE)
+        return
+    e = bad[0]
+    before = r.plan.kwargs.get("num_workers", 0)
+    after = (r.plan.resume_kwargs or {}).get("num_workers", 0)
+    numbers = set(re.findall(r"\d+", e["value"]))
+    if e["type"] == "AssertionError" or not {str(before), str(after)} <= numbers:
+        grade.non_strict(
+            TOPOLOGY,
+            None,
+            f"resumed with num_workers={after} (state of num_workers={before}): {e['at']}()"
+            f" raised {e['value'][:160]!r}, not an error naming both counts",
+        )
+
+
+# --------------------------------------------------------------------------- drawn scenarios
+
+
+@st.composite
+def configs(draw: st.DrawFn) -> ResumePlan:
+    """A configuration and a checkpoint moment: map-style (sometimes with an item that raises)
+    or iterable (with or without a dataset state), 0-3 workers, prefetch 1-3, persistent,
+    in_order, shuffle with a seeded generator, 1-3 epochs; a state after some batches (maybe
+    after the fault), after a break, at an epoch's end or before iter(); sometimes twice in one
+    epoch, or a second resume fewer than num_workers batches after the first."""
+    workers = draw(st.integers(0, 3))
+    bs = draw(st.integers(1, 3))
+    iterable = draw(st.booleans())
+    kwargs: dict[str, Any] = {"batch_size": bs, "num_workers": workers}
+    if workers:
+        kwargs["prefetch_factor"] = draw(st.integers(1, 3))
+        kwargs["persistent_workers"] = draw(st.booleans())
+        kwargs["in_order"] = draw(st.booleans())
+    seed = None
+    faults: tuple[Raise, ...] = ()
+    if iterable:
+        shards = tuple(draw(st.lists(st.integers(0, 7), min_size=1, max_size=3)))
+        n, stateful = sum(shards), draw(st.booleans())
+        per_worker = [shards[w :: max(workers, 1)] for w in range(max(workers, 1))]
+        batches = sum(-(-sum(s) // bs) for s in per_worker)
+    else:
+        shards, stateful = None, False
+        n = draw(st.integers(4, 16))
+        batches = -(-n // bs)
+        if draw(st.booleans()):
+            kwargs["shuffle"] = True
+            seed = draw(st.integers(0, 2**16))
+        # a fault: an item raises, in its turn, every epoch (in a worker: a trace of the
+        # reference logs a fetch error with the worker that raised it)
+        if workers and draw(st.integers(0, 3)) == 0:
+            faults = (Raise(draw(st.integers(0, n - 1))),)
+    epochs = draw(st.integers(1, 3))
+    epoch = draw(st.integers(0, epochs - 1))
+    how: Moment = draw(st.sampled_from(["next", "next", "break", "end", "before_iter"]))
+    if how in ("next", "break") and batches < 1:
+        how = "end"
+    after = draw(st.integers(1, batches)) if how in ("next", "break") and batches else 0
+    cuts = [Cut(epoch, after, how)]
+    if how == "next" and after >= 2 and draw(st.booleans()):
+        cuts = [Cut(epoch, after, how, earlier=draw(st.integers(1, after - 1)))]
+    elif how == "next" and after < batches and draw(st.booleans()):
+        # resumed, then a state again after fewer than num_workers of the resumed loader's batches
+        again = draw(st.integers(0, min(max(workers - 1, 0), batches - after - 1)))
+        cuts.append(Cut(epoch, again, "next"))
+    return ResumePlan(
+        n=n,
+        shards=shards,
+        dataset_state=stateful,
+        kwargs=kwargs,
+        seed=seed,
+        epochs=epochs,
+        cuts=tuple(cuts),
+        faults=faults,
+    )

@@ -1,0 +1,396 @@
+"""Checkpoint and resume any loader that has `state_dict()` / `load_state_dict()`, in a sandbox.
+
+A `ResumePlan` is plain data: the dataset (map-style of `n` items, or iterable shards, with or
+without a `state_dict` of its own), the loader's arguments (a seeded generator for a shuffle is
+made afresh for every loader), the epochs, and the `Cut`s: where the user takes a state, drops
+the loader and builds a new one that loads it. `run(loader, plan)` plays, in one
+`faultinject.sandbox` child, the uninterrupted run (segment -1) and then the interrupted one
+(segments 0, 1, ...: one loader each, the last one to the end), and streams one event per step:
+
+* `batch` (`seg`, `epoch`, `value`: the batch `flat`; `kept`: False for a batch handed out after
+  the state the next segment resumes from was taken, which the resumed loader must hand out again),
+* `stop` (StopIteration), `error` (`at`: "iter", "next", "state_dict", "load"; `type`, `value`),
+* `state` (`which`: "cut" or "earlier"; `bytes`: its pickle's size; `weights_only`: None, or why
+  `torch.save` then `torch.load(weights_only=True)` failed) and `state_changed` (a state that
+  pickles differently at the end of its segment than when `state_dict()` returned it),
+* `moved` (what the user did before `load_state_dict`: `iter` and one `next()`, or `state_dict`).
+
+A resumed segment loads the state as pickled when `state_dict()` returned it (what a checkpoint on
+disk holds), or, with `Cut.resume_from="earlier"`, the earlier of two states taken in one epoch.
+Grading is not this module's job (`conformance.harness.resume`).
+"""
+
+from __future__ import annotations
+
+import gc
+import io
+import pickle
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from torch.utils.data import IterableDataset
+
+from faultinject import _fire, loaders, sandbox
+from faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
+from faultinject.driver import MUST_BOUND_S, flat
+from faultinject.faults import Raise
+from faultinject.sandbox import SandboxReport
+
+__all__ = ["Cut", "ResumePlan", "ResumeRun", "StatefulShards", "run"]
+
+Moment = Literal["next", "break", "end", "before_iter", "after_load"]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a segment takes its state: in `epoch` (the user's count, across segments), after
+    `after` batches of it (counted from this segment's own start: a resumed segment's first
+    batch is its 1st) with the iterator alive (`"next"`), after `after` batches and a
+    `break` out of a `for` loop (`"break"`), after its StopIteration (`"end"`), before its
+    `iter()` (`"before_iter"`), or at once after `load_state_dict` (`"after_load"`, a resumed
+    segment: `epoch` and `after` unused). `earlier`: also take a state after that many batches of
+    the same epoch (twice in one epoch); `resume_from="earlier"` resumes from that one. `later`:
+    batches the segment still takes after its state, before the loader is dropped."""
+
+    epoch: int = 0
+    after: int = 0
+    how: Moment = "next"
+    earlier: int | None = None
+    resume_from: Literal["cut", "earlier"] = "cut"
+    later: int = 0
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """What the user does (see the module docstring). Picklable.
+
+    `shards`: an IterableDataset of these shard lengths (`FaultyIterable`, or `StatefulShards`
+    with `dataset_state`); else a map-style `FaultyDataset(n)`. `seed`: shuffle with
+    `torch.Generator().manual_seed(seed)`, a fresh one per loader. `resume_kwargs`: the resumed
+    loaders' arguments (another num_workers), else `kwargs`. `before_load`: what a resumed
+    loader is put through before `load_state_dict`. `faults`: items that raise when fetched
+    (map-style): each error is handed out in its turn and the epoch goes on, in every run, so
+    a state may be taken after a fault (an error counts as a step, like a batch).
+    """
+
+    n: int = 12
+    shards: tuple[int, ...] | None = None
+    dataset_state: bool = False
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    seed: int | None = None
+    epochs: int = 2
+    cuts: tuple[Cut, ...] = (Cut(),)
+    resume_kwargs: Mapping[str, Any] | None = None
+    before_load: Literal["nothing", "iter", "state_dict"] = "nothing"
+    uninterrupted: bool = True
+    faults: tuple[Raise, ...] = ()
+
+
+class StatefulShards(IterableDataset):
+    """Shards as `FaultyIterable`'s (worker w of W reads shards w, w + W, ...; shard s yields
+    `s * SHARD_STRIDE + k`), with a `state_dict` of its own: how many of its items this copy has
+    read in the current pass. After `load_state_dict` the next pass starts there (once)."""
+
+    def __init__(self, shard_lengths: tuple[int, ...]) -> None:
+        self.shard_lengths = tuple(shard_lengths)
+        self.read = 0
+        self._start = 0
+
+    def _items(self) -> list[int]:
+        info = _fire.worker_info()
+        first, step = (0, 1) if info is None else (info.id, info.num_workers)
+        shards = range(first, len(self.shard_lengths), step)
+        return [s * SHARD_STRIDE + k for s in shards for k in range(self.shard_lengths[s])]
+
+    def __iter__(self) -> Iterator[int]:
+        start, self._start = self._start, 0
+        self.read = start
+        for value in self._items()[start:]:
+            self.read += 1
+            yield value
+
+    def state_dict(self) -> dict[str, int]:
+        return {"read": self.read}
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        self._start = int(state["read"])
+
+    def __repr__(self) -> str:
+        return f"StatefulShards({list(self.shard_lengths)})"
+
+
+# --------------------------------------------------------------------------- the child side
+
+
+class _Resume:
+    """The plan, played in the sandbox child."""
+
+    def __init__(self, cls: type, plan: ResumePlan) -> None:
+        self.cls, self.plan = cls, plan
+
+    def event(
+        self, seg: int, epoch: int | None, kind: str, value: Any = None, **extra: Any
+    ) -> None:
+        sandbox.note(
+            {
+                "seg": seg,
+                "epoch": epoch,
+                "kind": kind,
+                "t": time.monotonic(),
+                "value": value,
+                **extra,
+            }
+        )
+
+    def error(self, seg: int, epoch: int | None, at: str, exc: BaseException, **extra: Any) -> None:
+        text = f"{type(exc).__name__}: {exc}"[:500]
+        self.event(seg, epoch, "error", text, at=at, type=type(exc).__name__, **extra)
+
+    @property
+    def steps_bound(self) -> int:
+        """More next() calls than an epoch has tasks: a loader that never ends after an error."""
+        return self.plan.n + sum(self.plan.shards or ()) + 1
+
+    def build(self, seg: int) -> Any:
+        import torch
+
+        plan = self.plan
+        kwargs = dict(plan.kwargs if seg <= 0 or plan.resume_kwargs is None else plan.resume_kwargs)
+        if plan.seed is not None:
+            kwargs["generator"] = torch.Generator().manual_seed(plan.seed)
+        if plan.shards is None:
+            data: Any = FaultyDataset(plan.n, plan.faults)
+        else:
+            data = (
+                StatefulShards(plan.shards) if plan.dataset_state else FaultyIterable(plan.shards)
+            )
+        try:
+            return self.cls(data, **kwargs)
+        except NotImplementedError as exc:
+            self.event(seg, None, "refused", str(exc) or "NotImplementedError from the constructor")
+        return None
+
+    def take(self, seg: int, epoch: int, loader: Any, which: str, after: int) -> bytes | None:
+        """`loader.state_dict()`, pickled as returned (None: it raised or does not pickle)."""
+        import torch
+
+        try:
+            state = loader.state_dict()
+            pickled = pickle.dumps(state)
+        except Exception as exc:
+            self.error(seg, epoch, "state_dict", exc)
+            return None
+        weights_only = None
+        try:
+            buf = io.BytesIO()
+            torch.save(state, buf)
+            buf.seek(0)
+            torch.load(buf, weights_only=True)
+        except Exception as exc:
+            weights_only = f"{type(exc).__name__}: {exc}"[:300]
+        self.event(
+            seg,
+            epoch,
+            "state",
+            which=which,
+            after=after,
+            bytes=len(pickled),
+            weights_only=weights_only,
+        )
+        self.states.append((which, epoch, after, state, pickled))
+        return pickled
+
+    def play(self) -> None:
+        loaders.start_process_helpers(self.cls)  # what the loader keeps per process: no leak
+        sandbox.mark_baseline()
+        plan = self.plan
+        if plan.uninterrupted:
+            loader = self.build(-1)
+            if loader is None:
+                return
+            for epoch in range(plan.epochs):
+                if not self.epoch(-1, loader, epoch, None):
+                    break
+            del loader
+            gc.collect()
+        state: bytes | None = None
+        start_epoch = 0
+        for seg, cut in enumerate((*plan.cuts, None)):
+            loader = self.build(seg)
+            if loader is None:
+                return
+            self.states: list[tuple[str, int, int, Any, bytes]] = []
+            if state is not None and not self.load(seg, loader, state):
+                return
+            state, start_epoch = self.segment(seg, loader, cut, start_epoch)
+            for which, epoch, after, obj, pickled in self.states:
+                with_later = pickle.dumps(obj)
+                if with_later != pickled:
+                    self.event(seg, epoch, "state_changed", which=which, after=after)
+            self.states = []
+            del loader
+            gc.collect()
+            if cut is not None and state is None:
+                return  # no state to resume from (state_dict raised: reported)
+
+    def load(self, seg: int, loader: Any, state: bytes) -> bool:
+        moved = self.plan.before_load
+        try:
+            if moved == "iter":
+                it = iter(loader)
+                next(it)
+                self.event(seg, None, "moved", moved)
+            elif moved == "state_dict":
+                loader.state_dict()
+                self.event(seg, None, "moved", moved)
+            loader.load_state_dict(pickle.loads(state))
+        except Exception as exc:
+            self.error(seg, None, "load", exc)
+            return False
+        return True
+
+    def segment(
+        self, seg: int, loader: Any, cut: Cut | None, start: int
+    ) -> tuple[bytes | None, int]:
+        """Play from epoch `start` until `cut` (or to the end); the state the next segment
+        resumes from, and the epoch it resumes in."""
+        if cut is not None and cut.how == "after_load":
+            return self.take(seg, start, loader, "cut", 0), start
+        for epoch in range(start, self.plan.epochs):
+            mine = cut if cut is not None and cut.epoch == epoch else None
+            if mine is not None and mine.how == "before_iter":
+                return self.take(seg, epoch, loader, "cut", 0), epoch
+            taken = self.epoch(seg, loader, epoch, mine)
+            if mine is not None:
+                resumed = self.resumed_state(mine)
+                return resumed, epoch + 1 if mine.how == "end" else epoch
+            if not taken:
+                return None, epoch
+        return None, self.plan.epochs
+
+    def resumed_state(self, cut: Cut) -> bytes | None:
+        wanted = "earlier" if cut.resume_from == "earlier" else "cut"
+        return next((p for which, _, _, _, p in self.states if which == wanted), None)
+
+    def epoch(self, seg: int, loader: Any, epoch: int, cut: Cut | None) -> bool:
+        """One epoch of segment `seg` (False: it ended in an error)."""
+        if cut is not None and cut.how == "break":
+            return self.broken_loop(seg, loader, epoch, cut)
+        try:
+            it = iter(loader)
+        except Exception as exc:
+            self.error(seg, epoch, "iter", exc)
+            return False
+        taken, kept, later = 0, True, None  # later: batches still to take after the cut
+        while True:
+            if cut is not None and cut.how == "next" and later is None:
+                if taken == cut.earlier:
+                    self.take(seg, epoch, loader, "earlier", taken)
+                    kept = cut.resume_from != "earlier"
+                if taken == cut.after:
+                    self.take(seg, epoch, loader, "cut", taken)
+                    kept, later = False, cut.later
+            if later is not None:
+                if later == 0:
+                    return True
+                later -= 1
+            try:
+                batch = next(it)
+            except StopIteration:
+                self.event(seg, epoch, "stop")
+                break
+            except Exception as exc:
+                self.error(seg, epoch, "next", exc, kept=kept)
+                if not self.plan.faults or taken > self.steps_bound:
+                    return False
+                taken += 1  # an error handed out in its turn: a step, as a batch is
+                continue
+            taken += 1
+            self.event(seg, epoch, "batch", flat(batch), kept=kept)
+        if cut is not None and cut.how == "end":
+            self.take(seg, epoch, loader, "cut", taken)
+        return True
+
+    def broken_loop(self, seg: int, loader: Any, epoch: int, cut: Cut) -> bool:
+        taken = 0
+        try:
+            for batch in loader:
+                taken += 1
+                self.event(seg, epoch, "batch", flat(batch), kept=True)
+                if taken >= cut.after:
+                    break
+            else:
+                self.event(seg, epoch, "stop")
+        except Exception as exc:
+            self.error(seg, epoch, "next", exc)
+            return False
+        self.take(seg, epoch, loader, "cut", taken)
+        return True
+
+
+def drive(loader: type, plan: ResumePlan) -> None:
+    """The sandbox target."""
+    _Resume(loader, plan).play()
+
+
+# --------------------------------------------------------------------------- the harness side
+
+
+@dataclass
+class ResumeRun:
+    """A played resume plan: the sandbox's report and the events."""
+
+    plan: ResumePlan
+    report: SandboxReport | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    refused: str | None = None
+
+    def of(self, seg: int | None, kind: str, epoch: int | None = None) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if seg in (None, e["seg"]) and e["kind"] == kind and epoch in (None, e["epoch"])
+        ]
+
+    def uninterrupted(self) -> dict[int, list[Any]]:
+        """Epoch -> the batches the uninterrupted run handed out."""
+        out: dict[int, list[Any]] = {e: [] for e in range(self.plan.epochs)}
+        for ev in self.events:
+            if ev["seg"] == -1 and _handed_out(ev):
+                out[ev["epoch"]].append(_value(ev))
+        return out
+
+    def resumed(self) -> dict[int, list[Any]]:
+        """Epoch -> the batches the interrupted run handed out that count: every segment's up
+        to the state the next one resumed from, then the last segment's."""
+        out: dict[int, list[Any]] = {e: [] for e in range(self.plan.epochs)}
+        for ev in self.events:
+            if ev["seg"] >= 0 and _handed_out(ev) and ev["kept"]:
+                out[ev["epoch"]].append(_value(ev))
+        return out
+
+
+def _handed_out(ev: dict[str, Any]) -> bool:
+    """A batch, or an error handed out in its turn by next()."""
+    return ev["kind"] == "batch" or (ev["kind"] == "error" and ev.get("at") == "next")
+
+
+def _value(ev: dict[str, Any]) -> Any:
+    return ev["value"] if ev["kind"] == "batch" else [f"error {ev['type']}"]
+
+
+def run(
+    loader: type, plan: ResumePlan, *, deadline_s: float, linger_s: float = MUST_BOUND_S
+) -> ResumeRun:
+    """Play `plan` against `loader` in a sandbox; never raises for what the loader does."""
+    data = FaultyDataset(plan.n) if plan.shards is None else FaultyIterable(plan.shards)
+    for kwargs in (plan.kwargs, plan.resume_kwargs or {}):
+        why = loaders.unsupported(loader, dict(kwargs), dataset=data)
+        if why:
+            return ResumeRun(plan, None, refused=why)
+    report = sandbox.run(drive, loader, plan, deadline_s=deadline_s, linger_s=linger_s)
+    events = [n for n in report.notes if isinstance(n, dict) and "kind" in n]
+    refused = next((e["value"] for e in events if e["kind"] == "refused"), None)
+    return ResumeRun(plan, report, events, refused=refused)
