@@ -48,6 +48,7 @@ __all__ = [
     "MSG_MALFORMED",
     "MSG_MISSPELLED",
     "MSG_NOT_CALLABLE",
+    "MSG_NOT_OURS",
     "MSG_NO_ATTR",
     "MSG_NO_MODULE",
     "OPTION",
@@ -57,6 +58,7 @@ __all__ = [
     "choose",
     "importable_from",
     "misspelled",
+    "passed_elsewhere",
     "resolve",
 ]
 
@@ -93,6 +95,19 @@ MSG_MISSPELLED = (
     "variable's name, or name the loader with {option}"
 )
 MSG_MISSPELLED_WARNING = "environment variable {names} is not one loaderspec reads{near}"
+MSG_NOT_OURS = (
+    "the command line passes a loader to {given}, but that option is not loaderspec's here (a "
+    "conftest or plugin defines it), so this run would check the default loader ({default}) "
+    "instead: name the loader with {option}={value}"
+)
+# Why the header's loader won, by its source.
+WHY = {
+    SOURCE_OPTION: "named on the command line",
+    SOURCE_SHORT_OPTION: "named on the command line",
+    SOURCE_ENV: "set in the environment",
+    SOURCE_INI: "set in the ini file",
+    SOURCE_DEFAULT: f"no {LOADER_OPTION}, {ENV_VAR} or ini {INI_KEY} named one",
+}
 NO_MODULE_HINT = (
     " (the directory pytest started in, {cwd}, is importable; a module elsewhere needs "
     "PYTHONPATH=its folder, or pip install)"
@@ -124,6 +139,23 @@ def choose(
     if ini:
         return Choice(ini, SOURCE_INI)
     return Choice(DEFAULT, SOURCE_DEFAULT)
+
+
+def passed_elsewhere(args: list[str]) -> tuple[str, str] | None:
+    """The first loader-like option of the command line that is not loaderspec's long one:
+    (``--loader=x`` as given, its value), or None. ``--loader`` belongs to whoever defined it
+    first; when that is a user's conftest, its value never reaches loaderspec."""
+    for i, arg in enumerate(args):
+        if not arg.startswith("--") or arg.startswith(LOADER_OPTION):
+            continue
+        name, eq, value = arg.partition("=")
+        if "loader" not in name.lower():
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else ""
+        if value:
+            return f"{name}={value}", value
+    return None
 
 
 def misspelled(environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:

@@ -24,6 +24,8 @@ are rendered once, when the run ends.
 from __future__ import annotations
 
 import datetime
+import os
+import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -96,6 +98,17 @@ def start(config: pytest.Config) -> None:
                 option=loader_ref.OPTION,
             )
         )
+    if choice.source == loader_ref.SOURCE_DEFAULT:
+        elsewhere = loader_ref.passed_elsewhere(_command_line(config))
+        if elsewhere is not None:
+            raise pytest.UsageError(
+                loader_ref.MSG_NOT_OURS.format(
+                    given=elsewhere[0],
+                    default=choice.value,
+                    option=loader_ref.OPTION,
+                    value=elsewhere[1],
+                )
+            )
     cwd = config.invocation_params.dir
     loader_ref.importable_from(cwd)
     try:
@@ -114,6 +127,12 @@ def start(config: pytest.Config) -> None:
         run.warnings.append(loader_ref.MSG_MISSPELLED_WARNING.format(names=names, near=near))
     config.pluginmanager.register(sys.modules[__name__], CASES_PLUGIN)
     config.pluginmanager.register(run, RUN_PLUGIN)
+
+
+def _command_line(config: pytest.Config) -> list[str]:
+    """The arguments as given, with PYTEST_ADDOPTS' (pytest reads those as command-line ones)."""
+    extra = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    return [*extra, *map(str, config.invocation_params.args)]
 
 
 def _run(config: pytest.Config) -> ConformanceRun | None:
@@ -380,7 +399,10 @@ class ConformanceRun:
         self.verdict = verdict([], self.policy)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        lines = [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
+        why = loader_ref.WHY.get(self.choice.source, "")
+        lines = [
+            f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source}: {why})"
+        ]
         settings = [f"fail on {self.policy}"]
         if self.expectations is not None:
             settings.append(

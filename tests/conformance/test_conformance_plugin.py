@@ -85,7 +85,9 @@ def test_env_var_wins_over_ini_and_is_reported(
     monkeypatch.setenv(loader_ref.ENV_VAR, "fakeloader:Loader")
     result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"))
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"*loader fakeloader:Loader (from {loader_ref.SOURCE_ENV})*"])
+    result.stdout.fnmatch_lines(
+        [f"*loader fakeloader:Loader (from {loader_ref.SOURCE_ENV}: set in the environment)*"]
+    )
 
 
 def test_bad_ini_value_names_the_ini_key(env: pytest.Pytester) -> None:
@@ -237,7 +239,7 @@ def test_pyargs_collects_the_installed_suite_outside_the_checkout(
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(
-        [f"*loader {loader_ref.DEFAULT} (from {loader_ref.SOURCE_DEFAULT})*"]
+        [f"*loader {loader_ref.DEFAULT} (from {loader_ref.SOURCE_DEFAULT}: no *)*"]
     )
     files = set(re.findall(r"<Module (test_\w+\.py)>", result.stdout.str()))
     suite = Path(conformance.__file__).parent / "cases"
@@ -263,3 +265,39 @@ def test_xdist_gives_the_same_report(env: pytest.Pytester) -> None:
         got[name] = _comparable(rep / "report.json")
     assert len(got["plain"]) == 4
     assert got["xdist"] == got["plain"]
+
+
+OWN_LOADER_OPTION = """
+def pytest_addoption(parser):
+    parser.addoption("--loader", default=None, help="this project's own option")
+"""
+
+
+@pytest.mark.parametrize(
+    "spelling", [["--loader=fakeloader:Loader"], ["--loader", "fakeloader:Loader"]]
+)
+def test_a_loader_passed_to_a_conftests_option_is_a_usage_error_not_the_default(
+    env: pytest.Pytester, spelling: list[str]
+) -> None:
+    """A project whose conftest defines --loader: the value never reaches loaderspec, and a run
+    that would grade the default loader instead refuses, naming both and the fix."""
+    env.makeconftest(OWN_LOADER_OPTION)
+    result = env.runpytest_subprocess("--pyargs", "conformance", "-m", "quick", "--co", *spelling)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert "--loader=fakeloader:Loader" in err
+    assert loader_ref.DEFAULT in err
+    assert f"{loader_ref.OPTION}=fakeloader:Loader" in err
+
+
+def test_the_long_option_grades_the_users_loader_beside_a_conftests_loader(
+    env: pytest.Pytester,
+) -> None:
+    env.makeconftest(OWN_LOADER_OPTION)
+    env.makepyfile(test_x="def test_x(loader_cls):\n    assert loader_cls.__name__ == 'Loader'\n")
+    result = env.runpytest_subprocess(f"{loader_ref.OPTION}=fakeloader:Loader", "--loader=theirs")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [f"*loader fakeloader:Loader (from {loader_ref.SOURCE_OPTION}: named on the command line)*"]
+    )
