@@ -46,6 +46,8 @@ _GRADE = pytest.StashKey[Grade]()
 _CASE = pytest.StashKey["CaseInfo"]()
 # Each phase of the case's current run: (when, pytest outcome, detail, duration).
 _PHASES = pytest.StashKey[list[tuple[str, str, str, float]]]()
+# The property a failed phase's check named (grading.Violation), per phase of the current run.
+_FAILED_PROPERTY = pytest.StashKey[str]()
 RUN_PLUGIN = "loaderspec_conformance_run"
 CASES_PLUGIN = "loaderspec_conformance_cases"
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -209,7 +211,7 @@ def grade(request: pytest.FixtureRequest) -> Grade:
 def _detail(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return str(crash.message).removeprefix("Failed: ")
+        return str(crash.message).removeprefix("Failed: ").removeprefix("Violation: ")
     if isinstance(report.longrepr, tuple):  # skip: (file, line, reason)
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     return str(report.longrepr or "")
@@ -230,6 +232,22 @@ def _outcome(phases: list[tuple[str, str, str, float]], g: Grade | None) -> tupl
     return PASS, ""
 
 
+def _failed_properties(
+    outcome: str, info: CaseInfo, named: str | None, g: Grade | None
+) -> list[str]:
+    """The properties a case's outcome blames: a FAIL's is the one its failing check named (a
+    check that names none, e.g. a case's own setup, blames the case's first MUST marker); a
+    NON-STRICT's, the SHOULD properties that were not met; none for a PASS or SKIP."""
+    if outcome == FAIL:
+        if named:
+            return [named]
+        must = [p for p in info.properties if property_named(p).level is Level.MUST]
+        return (must or list(info.properties))[:1]
+    if outcome == NON_STRICT and g is not None:
+        return list(g.non_strict_properties) or list(info.properties)[:1]
+    return []
+
+
 def _figures_text(figures: list[dict[str, Any]]) -> str:
     return ", ".join(f"{f['name']}={f['value']:g} {f['unit']}" for f in figures)
 
@@ -238,7 +256,9 @@ def _junit_properties(case: dict[str, Any]) -> list[tuple[str, str]]:
     props = [
         ("loaderspec_id", case["id"]),
         ("loaderspec_grade", case["outcome"]),
-        ("loaderspec_properties", ", ".join(case["properties"])),
+        # The properties that decided a FAIL or NON-STRICT; a PASS or SKIP: those it checks.
+        ("loaderspec_properties", ", ".join(case["failed_properties"] or case["properties"])),
+        ("loaderspec_checks", ", ".join(case["properties"])),
         ("loaderspec_level", case["level"]),
     ]
     if case["figures"]:
@@ -279,6 +299,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     phases = item.stash.setdefault(_PHASES, [])
     phases.append((report.when, report.outcome, _detail(report), report.duration))
+    failed_property = getattr(call.excinfo and call.excinfo.value, "property", None)
+    if report.failed and failed_property and _FAILED_PROPERTY not in item.stash:
+        item.stash[_FAILED_PROPERTY] = str(failed_property)
     g = item.stash.get(_GRADE, None)
     if report.when == "call" and g is not None and g.non_strict_notes:
         report.loaderspec_non_strict = True  # type: ignore[attr-defined]
@@ -286,12 +309,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     _mark_expected(report, entry)
     if report.when == "teardown":
         outcome, detail = _outcome(phases, g)
+        blamed = _failed_properties(outcome, info, item.stash.get(_FAILED_PROPERTY, None), g)
         case: dict[str, Any] = {
             "id": info.id,
             "nodeid": item.nodeid,
             "file": info.file,
             "case": info.id.split("::", 1)[1],
             "properties": list(info.properties),
+            "failed_properties": blamed,
             "level": info.level,
             "outcome": outcome,
             "figures": g.as_dict()["figures"] if g is not None else [],
@@ -305,6 +330,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.loaderspec_case = case  # type: ignore[attr-defined]
         report.user_properties.extend(_junit_properties(case))
         item.stash[_PHASES] = []  # the next run (--conformance-repeat) starts afresh
+        if _FAILED_PROPERTY in item.stash:
+            del item.stash[_FAILED_PROPERTY]
         if _GRADE in item.stash:
             del item.stash[_GRADE]
     return report

@@ -19,7 +19,7 @@ from typing import Any
 
 from conformance.catalog import issue_segments
 from conformance.harness.grading import FAIL, NON_STRICT, PASS
-from conformance.harness.report import COLORS, STYLE, counts, page
+from conformance.harness.report import COLORS, STYLE, counted_under, counts, page
 from loaderspec.vocabulary import PROPERTIES
 
 __all__ = ["case_key", "matrix", "matrix_html", "matrix_markdown", "short_name", "write_matrix"]
@@ -116,12 +116,18 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
             row["notes"][loader] = len(notes)
     properties = []
     for prop in PROPERTIES:
-        mine = [r for r in cases if r["properties"] and r["properties"][0] == prop.name]
-        if mine:
-            by_loader = {
-                x: counts([c for r in mine if (c := r["by_loader"][x]) is not None])
-                for x in loaders
-            }
+        # Each loader's cases count under the property their outcome blames (a FAIL under the
+        # property whose check failed), not under the case's first marker.
+        mine = {
+            x: [
+                c
+                for r in cases
+                if (c := r["by_loader"][x]) is not None and prop.name in counted_under(c)
+            ]
+            for x in loaders
+        }
+        if any(mine.values()):
+            by_loader = {x: counts(mine[x]) for x in loaders}
             properties.append(
                 {"property": prop.name, "level": prop.level.value, "by_loader": by_loader}
             )

@@ -18,8 +18,10 @@ from conformance.harness.grading import OUTCOMES
 __all__ = [
     "COLORS",
     "STYLE",
+    "counted_under",
     "counts",
     "page",
+    "properties_text",
     "report_html",
     "report_markdown",
     "slowest",
@@ -32,6 +34,23 @@ STYLE = (
     "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:3px 6px;"
     "vertical-align:top}table{border-collapse:collapse}</style>"
 )
+
+
+def counted_under(case: dict[str, Any]) -> list[str]:
+    """The properties a case counts under in a by-property summary: those its outcome blames
+    (a FAIL's failed check, a NON-STRICT's unmet SHOULDs), else the first it checks. A report
+    written before outcomes named their property counts under the first it checks."""
+    return list(case.get("failed_properties") or case["properties"][:1])
+
+
+def properties_text(case: dict[str, Any]) -> str:
+    """A case's properties cell: which failed first, then what the case checks."""
+    checks = ", ".join(case["properties"])
+    failed = case.get("failed_properties")
+    if not failed:
+        return checks
+    how = "failed" if case["outcome"] == "FAIL" else "not met"
+    return f"{', '.join(failed)} {how} (checks {checks})"
 
 
 def counts(cases: list[dict[str, Any]]) -> dict[str, int]:
@@ -122,7 +141,7 @@ def report_markdown(results: dict[str, Any]) -> str:
         detail = " ".join(filter(None, [_notes(case), case["detail"]]))
         detail = detail.replace("|", "\\|").replace("\n", " ")[:300]
         lines.append(
-            f"| `{case.get('id', case['case'])}` | {', '.join(case['properties'])} | "
+            f"| `{case.get('id', case['case'])}` | {properties_text(case)} | "
             f"{case['level']} | {case['outcome']} | {_figures(case)} | {detail} |"
         )
     return "\n".join(lines) + "\n"
@@ -134,7 +153,7 @@ def report_html(results: dict[str, Any]) -> str:
         color = COLORS.get(case["outcome"], "#fff")
         cells = [
             f"<code>{html.escape(case.get('id', case['case']))}</code>",
-            html.escape(", ".join(case["properties"])),
+            html.escape(properties_text(case)),
             case["level"],
             f'<b style="background:{color}">{case["outcome"]}</b>',
             html.escape(_figures(case)),

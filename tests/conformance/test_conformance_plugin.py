@@ -301,3 +301,56 @@ def test_the_long_option_grades_the_users_loader_beside_a_conftests_loader(
     result.stdout.fnmatch_lines(
         [f"*loader fakeloader:Loader (from {loader_ref.SOURCE_OPTION}: named on the command line)*"]
     )
+
+
+LEAKY_CASE = """
+import pytest
+
+@pytest.mark.spec_property("NoStaleEpochDelivery", "ExactlyOnce")
+def test_leaks(grade):
+    grade.fail("ShutdownCompletes", "nothing left", "threads: leaked-reader")
+
+@pytest.mark.spec_property("NoStaleEpochDelivery", "PromptFaultHandling")
+def test_fresh_but_slow(grade):
+    grade.non_strict("PromptFaultHandling", 2.0, "took 2 s")
+
+@pytest.mark.spec_property("NoStaleEpochDelivery")
+def test_own_setup_fails():
+    pytest.fail("setup: the workers never started", pytrace=False)
+"""
+
+
+def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytester) -> None:
+    """A leaky loader failing a NoStaleEpochDelivery case's leak check: report.json, the report,
+    JUnit and the matrix's by-property summary count ShutdownCompletes, not the case's marker."""
+    from conformance.harness.matrix import matrix, matrix_markdown
+
+    env.makepyfile(test_x=LEAKY_CASE)
+    rep = env.path / "rep"
+    junit = env.path / "junit.xml"
+    env.runpytest_subprocess(
+        "--loader=fakeloader:Loader", f"--conformance-report={rep}", f"--junitxml={junit}"
+    )
+    results = json.loads((rep / "report.json").read_text())
+    got = {c["case"]: c["failed_properties"] for c in results["cases"]}
+    assert got == {
+        "test_leaks": ["ShutdownCompletes"],
+        "test_fresh_but_slow": ["PromptFaultHandling"],
+        "test_own_setup_fails": ["NoStaleEpochDelivery"],  # no check named one: its marker
+    }
+    assert (
+        "ShutdownCompletes failed (checks NoStaleEpochDelivery, ExactlyOnce)"
+        in (rep / "report.md").read_text()
+    )
+    xml = junit.read_text()
+    assert '<property name="loaderspec_properties" value="ShutdownCompletes" />' in xml
+    by_property = {
+        p["property"]: p["by_loader"]["fakeloader:Loader"]
+        for p in matrix({"fakeloader:Loader": results})["properties"]
+    }
+    assert by_property["ShutdownCompletes"]["FAIL"] == 1
+    assert by_property["NoStaleEpochDelivery"]["FAIL"] == 1  # only the case's own setup
+    assert by_property["PromptFaultHandling"]["NON-STRICT"] == 1
+    assert "| ShutdownCompletes | MUST | 1 FAIL |" in matrix_markdown(
+        matrix({"fakeloader:Loader": results})
+    )
