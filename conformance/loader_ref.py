@@ -51,10 +51,12 @@ __all__ = [
     "MSG_NOT_OURS",
     "MSG_NO_ATTR",
     "MSG_NO_MODULE",
+    "MSG_UNBUILDABLE",
     "OPTION",
     "SHORT_OPTION",
     "Choice",
     "LoaderRefError",
+    "build_once",
     "choose",
     "importable_from",
     "misspelled",
@@ -108,6 +110,16 @@ WHY = {
     SOURCE_INI: "set in the ini file",
     SOURCE_DEFAULT: f"no {LOADER_OPTION}, {ENV_VAR} or ini {INI_KEY} named one",
 }
+MSG_UNBUILDABLE = (
+    "loader {value!r} (from {source}) cannot be built: {error} (raised at {where}); the suite "
+    "builds it as torch's DataLoader({call}) and every case would FAIL on this: fix the "
+    "constructor, or give an adapter class that builds your loader from torch's arguments "
+    "(docs/faultinject.md, loader adapters)"
+)
+# How the suite's smallest case builds a loader (no workers): a constructor that raises here
+# raises in every case. NotImplementedError, or a TypeError naming one of these arguments, is a
+# refusal of this configuration (the cases that need another say so), not a broken loader.
+BUILD_CALL = "dataset of 4 items, batch_size=2"
 NO_MODULE_HINT = (
     " (the directory pytest started in, {cwd}, is importable; a module elsewhere needs "
     "PYTHONPATH=its folder, or pip install)"
@@ -181,6 +193,42 @@ def importable_from(directory: Path) -> None:
     own modules there are importable without shadowing anything installed."""
     if str(directory) not in sys.path:
         sys.path.append(str(directory))
+
+
+def build_once(loader: type, choice: Choice) -> None:
+    """Build ``loader`` as the suite's smallest case does, in this process, and drop it.
+
+    Raises:
+        LoaderRefError: the constructor raised (anything but a refusal of the configuration),
+            naming the exception and the frame it was raised in.
+    """
+    import gc
+    import traceback
+
+    from faultinject.datasets import FaultyDataset
+
+    try:
+        built = loader(FaultyDataset(4), batch_size=2)
+    except NotImplementedError:
+        return
+    except Exception as exc:
+        if isinstance(exc, TypeError) and "unexpected keyword argument 'batch_size'" in str(exc):
+            return
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = (
+            f"{frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name}" if frames else "?"
+        )
+        raise LoaderRefError(
+            MSG_UNBUILDABLE.format(
+                value=choice.value,
+                source=choice.source,
+                error=f"{type(exc).__name__}: {exc}",
+                where=where,
+                call=BUILD_CALL,
+            )
+        ) from None
+    del built
+    gc.collect()
 
 
 def resolve(choice: Choice, cwd: Path | None = None) -> type:

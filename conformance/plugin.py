@@ -76,9 +76,9 @@ def start(config: pytest.Config) -> None:
     """Begin a conformance run in this session (see the module docstring).
 
     Raises:
-        pytest.UsageError: the loader cannot be imported, an environment variable looks like a
-            misspelling of loaderspec's while no loader was named, or the expectation file
-            cannot be used. Nothing is registered then.
+        pytest.UsageError: the loader cannot be imported or built, an environment variable
+            looks like a misspelling of loaderspec's while no loader was named, or the
+            expectation file cannot be used. Nothing is registered then.
     """
     out = config.getoption("loaderspec_report")
     if out and not hasattr(config, "workerinput"):
@@ -115,6 +115,10 @@ def start(config: pytest.Config) -> None:
     loader_ref.importable_from(cwd)
     try:
         loader = loader_ref.resolve(choice, cwd)
+        if not hasattr(config, "workerinput") and not config.option.collectonly:
+            # A loader that cannot be built stops the run here, with one line, instead of
+            # failing every case with its own copy of the traceback.
+            loader_ref.build_once(loader, choice)
     except loader_ref.LoaderRefError as exc:
         raise pytest.UsageError(str(exc)) from None
     expectations = None

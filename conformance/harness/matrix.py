@@ -210,7 +210,11 @@ def matrix_markdown(m: dict[str, Any]) -> str:
         lines.append(f"| `{row['id']}` | {row['level']} | {cells} |")
     lines += ["", "## Notes: every outcome other than PASS", ""]
     if not m["notes"]:
-        lines.append("None: every case passed for every loader.")
+        lines.append(
+            "None among the cases that ran (incomplete runs above)."
+            if m.get("incomplete")
+            else "None: every case passed for every loader."
+        )
     for note in m["notes"]:
         issues = f" Guards against: {_issues_markdown(note['issues'])}" if note["issues"] else ""
         cause = note["cause"].replace("|", "\\|")

@@ -149,7 +149,9 @@ def play(
     if report.outcome == "deadline":
         _deadline_passed(r, deadline_s, must)
     if report.outcome == "raised":
-        fail(must, "the scenario to run", f"it raised outside the loader's calls:\n{report.error}")
+        error = str(report.error or "").strip()
+        last = error.splitlines()[-1] if error else "?"  # the exception, before its traceback
+        fail(must, "the scenario to run", f"it raised outside the loader's calls: {last}\n{error}")
     if report.outcome == "killed" and not parent_dies:
         how = (
             f"signal {report.killed_by_signal}"

@@ -354,3 +354,22 @@ def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytest
     assert "| ShutdownCompletes | MUST | 1 FAIL |" in matrix_markdown(
         matrix({"fakeloader:Loader": results})
     )
+
+
+UNBUILDABLE = """
+class Loader:
+    def __init__(self, dataset, **kwargs):
+        raise RuntimeError("no accelerator found")
+"""
+
+
+def test_a_loader_that_cannot_be_built_stops_the_run_with_one_error(env: pytest.Pytester) -> None:
+    """Its constructor raises: one usage error naming the exception and the line that raised
+    it, instead of a FAIL per case."""
+    env.makepyfile(unbuildable=UNBUILDABLE, test_x="def test_x(loader_cls):\n    pass\n")
+    result = env.runpytest_subprocess("--loader=unbuildable:Loader")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert "cannot be built: RuntimeError: no accelerator found" in err
+    assert "unbuildable.py:3, in __init__" in err  # where the constructor raised

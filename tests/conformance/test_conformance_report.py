@@ -157,6 +157,24 @@ def test_a_run_that_fails_to_start_shows_no_earlier_results(tmp_path: Path) -> N
     assert "no_such_pkg_xyz" in (stale / "pytest-output.txt").read_text()
 
 
+def test_a_loader_that_cannot_be_built_prints_no_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No "MUST failures 0 ... every case passed" for a loader that never started: no matrix
+    printed, and the one line says why."""
+    source = "class Loader:\n    def __init__(self, *a, **kw):\n        raise RuntimeError('no')\n"
+    (tmp_path / "unbuildable.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    args = argparse.Namespace(
+        loader=["unbuildable:Loader"], out=tmp_path / "out", quick=True, timeout=120, fail_on="must"
+    )
+    assert report.run(args) == 1
+    out, err = capsys.readouterr()
+    assert "Conformance matrix" not in out
+    assert "no matrix printed" in out
+    assert "cannot be built: RuntimeError: no (" in err
+
+
 def test_default_loaders_start_with_reference_and_torch() -> None:
     loaders = report.default_loaders()
     assert loaders[:2] == ["reference:DataLoader", "torch.utils.data:DataLoader"]
