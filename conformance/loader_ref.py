@@ -16,11 +16,13 @@ wording users see cannot drift from what the tests check.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from faultinject import loaders
 from faultinject.loaders import (
@@ -120,6 +122,10 @@ MSG_UNBUILDABLE = (
 # raises in every case. NotImplementedError, or a TypeError naming one of these arguments, is a
 # refusal of this configuration (the cases that need another say so), not a broken loader.
 BUILD_CALL = "dataset of 4 items, batch_size=2"
+MSG_A_MODULE = (
+    "loader {value!r} (from {source}) names a module, not a class in it: name the class as "
+    "'{value}:Class'{found}"
+)
 NO_MODULE_HINT = (
     " (the directory pytest started in, {cwd}, is importable; a module elsewhere needs "
     "PYTHONPATH=its folder, or pip install)"
@@ -231,6 +237,20 @@ def build_once(loader: type, choice: Choice) -> None:
     gc.collect()
 
 
+def _module_named(value: str) -> Any:
+    """The module ``value`` names, when it names an importable module (else None)."""
+    if ":" in value or not all(p.isidentifier() for p in value.split(".")):
+        return None
+    try:
+        return importlib.import_module(value)
+    except Exception:  # not a module: the resolver's own message stands
+        return None
+
+
+def _defined_class(obj: object, module: Any) -> bool:
+    return isinstance(obj, type) and obj.__module__ == module.__name__
+
+
 def resolve(choice: Choice, cwd: Path | None = None) -> type:
     """Import the loader class named by ``choice``.
 
@@ -240,6 +260,11 @@ def resolve(choice: Choice, cwd: Path | None = None) -> type:
     try:
         return loaders.resolve(choice.value, choice.source)
     except LoaderRefError as exc:
+        module = _module_named(choice.value)
+        if module is not None:
+            classes = sorted(n for n, v in vars(module).items() if _defined_class(v, module))
+            found = f" (classes defined there: {', '.join(classes)})" if classes else ""
+            raise LoaderRefError(MSG_A_MODULE.format(found=found, **vars(choice))) from None
         if cwd is not None and "cannot import module" in str(exc):
             raise LoaderRefError(str(exc) + NO_MODULE_HINT.format(cwd=cwd)) from None
         raise

@@ -500,6 +500,8 @@ class ConformanceRun:
             line = _summary_line(case)
             if line:
                 tr.line(line)
+            if case["outcome"] == FAIL:
+                tr.line(f"  rerun: {_rerun(case, self.choice)}")
         state = "FAILED" if self.verdict.failed else "passed"
         tr.line(f"verdict (--conformance-fail-on={self.policy}): {state}", bold=True)
         for reason in self.verdict.reasons:
@@ -521,6 +523,14 @@ class ConformanceRun:
         if complete:
             out["verdict"] = self.verdict.as_dict()
         return out
+
+
+def _rerun(case: dict[str, Any], choice: loader_ref.Choice) -> str:
+    """The command that runs this one case again from the same directory: pytest's node id (its
+    parameters in pytest's order, which the stable id, sorted by name, does not keep)."""
+    loader = "" if choice.source == loader_ref.SOURCE_DEFAULT else f" {loader_ref.OPTION}="
+    loader += choice.value if loader else ""
+    return f"pytest {shlex.quote(case['nodeid'])}{loader}"
 
 
 def _summary_line(case: dict[str, Any]) -> str:

@@ -49,10 +49,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle) where those packages are "
         "installed",
     )
-    parser.add_argument("--out", type=Path, default=Path("loaderspec-report"), help="output dir")
+    parser.add_argument(
+        "--out",
+        type=out_dir,
+        default=Path("loaderspec-report"),
+        help="output directory (created; one folder per loader inside)",
+    )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument(
-        "--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds allowed per loader"
+        "--timeout",
+        type=positive_seconds,
+        default=RUN_TIMEOUT_S,
+        help="seconds allowed per loader (more than 0)",
     )
     parser.add_argument(
         "--fail-on",
@@ -61,6 +69,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 when a loader has a MUST failure (must, the default), also a NON-STRICT "
         "(should), or only when a run left no complete report (never)",
     )
+
+
+def out_dir(text: str) -> Path:
+    """``--out``: a directory, or a path where one can be made.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is an existing file (or lies under one).
+    """
+    path = Path(text)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {p} is a file; give a directory (it is created), e.g. --out OUT"
+            )
+    return path
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``: seconds, more than 0.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or not more than 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: seconds allowed per loader must be more than 0, e.g. --timeout 900"
+        )
+    return value
 
 
 def default_loaders() -> list[str]:
@@ -120,7 +160,7 @@ def run_one(
     (out / "pytest-output.txt").write_text(output)
     path = out / "report.json"
     if not path.exists():
-        print(f"  no results ({output.strip().splitlines()[-1:]})", flush=True)
+        print("  no report (why: below)", flush=True)
         return None
     return load_results(path)
 

@@ -22,7 +22,15 @@ from conformance.harness.grading import FAIL, NON_STRICT, PASS
 from conformance.harness.report import COLORS, STYLE, counted_under, counts, page
 from loaderspec.vocabulary import PROPERTIES
 
-__all__ = ["case_key", "matrix", "matrix_html", "matrix_markdown", "short_name", "write_matrix"]
+__all__ = [
+    "case_key",
+    "matrix",
+    "matrix_html",
+    "matrix_markdown",
+    "short_name",
+    "titles",
+    "write_matrix",
+]
 
 CAUSE_CHARS = 160
 _ABBREV = {PASS: "PASS", FAIL: "FAIL", NON_STRICT: "N-S", "SKIP": "SKIP"}
@@ -41,6 +49,23 @@ def short_name(loader: str) -> str:
         name = module.rsplit(".", 1)[1]
         return name if cls in ("", "Loader") else f"{name}.{cls}"
     return module.split(".", 1)[0]
+
+
+def titles(loaders: list[str]) -> dict[str, str]:
+    """Each loader's column title: its `short_name`, unless another loader shares it (two loaders
+    of one top-level package): then its whole module, with the class where that is not enough."""
+    first = {x: short_name(x) for x in loaders}
+    out = {}
+    for x in loaders:
+        if sum(t == first[x] for t in first.values()) == 1:
+            out[x] = first[x]
+            continue
+        module, _, cls = x.partition(":")
+        same_module = sum(y.partition(":")[0] == module for y in loaders) > 1
+        out[x] = (
+            f"{module}.{cls}" if same_module or cls not in ("", "Loader", "DataLoader") else module
+        )
+    return out
 
 
 def case_key(case: dict[str, Any]) -> str:
@@ -136,6 +161,7 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
     incomplete = [x for x in loaders if results[x] is None or not results[x].get("complete", True)]
     return {
         "loaders": loaders,
+        "titles": titles(loaders),
         "incomplete": incomplete,
         "must_failures": {x: _must_failures(results[x]) for x in loaders},
         "properties": properties,
@@ -173,19 +199,23 @@ def _totals(m: dict[str, Any]) -> dict[str, dict[str, int]]:
     }
 
 
+def _title(m: dict[str, Any], loader: str) -> str:
+    return str(m.get("titles", {}).get(loader) or short_name(loader))
+
+
 def _legend(m: dict[str, Any]) -> list[str]:
-    return [f"{short_name(x)}: {x}" for x in m["loaders"]]
+    return [f"{_title(m, x)}: {x}" for x in m["loaders"]]
 
 
 def matrix_markdown(m: dict[str, Any]) -> str:
     loaders = m["loaders"]
-    head = " | ".join(f"`{short_name(x)}`" for x in loaders)
+    head = " | ".join(f"`{_title(m, x)}`" for x in loaders)
     rule = " | ".join("---" for _ in loaders)
     lines = [
         "# Conformance matrix",
         "",
         "Loaders, fewest MUST failures first: "
-        + "; ".join(f"`{short_name(x)}` = `{x}`" for x in loaders)
+        + "; ".join(f"`{_title(m, x)}` = `{x}`" for x in loaders)
         + ". N-S: NON-STRICT; `[n]`: note n below, the cause of that outcome.",
         "",
     ]
@@ -220,7 +250,7 @@ def matrix_markdown(m: dict[str, Any]) -> str:
         cause = note["cause"].replace("|", "\\|")
         cause += "" if cause.endswith((".", "…", ")")) else "."
         lines.append(
-            f"{note['n']}. `{short_name(note['loader'])}` `{note['id']}`: {note['outcome']}: "
+            f"{note['n']}. `{_title(m, note['loader'])}` `{note['id']}`: {note['outcome']}: "
             f"{cause}{issues}"
         )
     return "\n".join(lines) + "\n"
@@ -245,7 +275,7 @@ def matrix_html(m: dict[str, Any]) -> str:
     loaders = m["loaders"]
     cols = '<colgroup><col class="case"><col class="level">' + "<col>" * len(loaders)
     head = "<tr><th>{}</th><th>level</th>{}</tr>".format(
-        "{}", "".join(f"<th>{html.escape(short_name(x))}</th>" for x in loaders)
+        "{}", "".join(f"<th>{html.escape(_title(m, x))}</th>" for x in loaders)
     )
 
     def table(first: str, rows: list[str]) -> str:
@@ -284,7 +314,7 @@ def matrix_html(m: dict[str, Any]) -> str:
             + "</tr>"
         )
     notes = "".join(
-        f'<li id="n{n["n"]}"><b>{html.escape(short_name(n["loader"]))}</b> '
+        f'<li id="n{n["n"]}"><b>{html.escape(_title(m, n["loader"]))}</b> '
         f"<code>{_breakable(n['id'])}</code>: {n['outcome']}: {html.escape(n['cause'])}"
         + (f" <i>Guards against: {_issues_html(n['issues'])}</i>" if n["issues"] else "")
         + "</li>"

@@ -25,6 +25,7 @@ __all__ = [
     "report_html",
     "report_markdown",
     "slowest",
+    "worst_first",
     "write_json",
     "write_report",
 ]
@@ -34,6 +35,26 @@ STYLE = (
     "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:3px 6px;"
     "vertical-align:top}table{border-collapse:collapse}</style>"
 )
+
+
+# The table takes the window's width and wraps long ids and details, so the detail (why) column
+# is on screen at 1280 px.
+_REPORT_STYLE = (
+    "<style>table.r{width:100%;table-layout:fixed}table.r td{overflow-wrap:anywhere;"
+    "font-size:13px}table.r col.case{width:28%}table.r col.props{width:16%}"
+    "table.r col.level{width:5em}table.r col.outcome{width:7em}table.r col.fig{width:12%}</style>"
+)
+_REPORT_COLS = (
+    '<colgroup><col class="case"><col class="props"><col class="level"><col class="outcome">'
+    '<col class="fig"><col></colgroup>'
+)
+_FIRST = ("FAIL", "NON-STRICT", "SKIP", "PASS")
+
+
+def worst_first(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """FAILs first, then NON-STRICT, SKIP, PASS (each by id): what needs reading, on top."""
+    rank = {o: i for i, o in enumerate(_FIRST)}
+    return sorted(cases, key=lambda c: (rank.get(c["outcome"], len(rank)), c.get("id", "")))
 
 
 def counted_under(case: dict[str, Any]) -> list[str]:
@@ -137,7 +158,7 @@ def report_markdown(results: dict[str, Any]) -> str:
         "| case | properties | level | outcome | figures | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for case in results["cases"]:
+    for case in worst_first(results["cases"]):
         detail = " ".join(filter(None, [_notes(case), case["detail"]]))
         detail = detail.replace("|", "\\|").replace("\n", " ")[:300]
         lines.append(
@@ -149,7 +170,7 @@ def report_markdown(results: dict[str, Any]) -> str:
 
 def report_html(results: dict[str, Any]) -> str:
     rows = []
-    for case in results["cases"]:
+    for case in worst_first(results["cases"]):
         color = COLORS.get(case["outcome"], "#fff")
         cells = [
             f"<code>{html.escape(case.get('id', case['case']))}</code>",
@@ -165,9 +186,10 @@ def report_html(results: dict[str, Any]) -> str:
     body = (
         f"<p>from {html.escape(results['loader_source'])}, run {html.escape(results['started'])}"
         f"</p><p>{summary}</p><p>Slowest cases: {html.escape(slowest(results['cases']))}</p>"
-        f"<p>{html.escape(_verdict(results))}</p>" + _table(head, rows)
+        f"<p>{html.escape(_verdict(results))}</p>"
+        + _table(head, rows).replace("<table>", '<table class="r">' + _REPORT_COLS, 1)
     )
-    return page(f"Conformance report: {results['loader']}", body)
+    return page(f"Conformance report: {results['loader']}", body, style=STYLE + _REPORT_STYLE)
 
 
 def write_json(directory: Path, results: dict[str, Any]) -> None:

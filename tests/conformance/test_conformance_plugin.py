@@ -177,7 +177,9 @@ def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
     assert data["complete"] is True
     assert data["loader_source"] == loader_ref.SOURCE_SHORT_OPTION
     assert "NON-STRICT" in (rep / "report.md").read_text()
-    assert "<table>" in (rep / "report.html").read_text()
+    html_page = (rep / "report.html").read_text()
+    assert '<table class="r">' in html_page
+    assert html_page.index(">FAIL<") < html_page.index(">PASS<")  # FAILs first
 
 
 REFUSING_LOADERS = """
@@ -373,3 +375,26 @@ def test_a_loader_that_cannot_be_built_stops_the_run_with_one_error(env: pytest.
     assert err.count("ERROR:") == 1
     assert "cannot be built: RuntimeError: no accelerator found" in err
     assert "unbuildable.py:3, in __init__" in err  # where the constructor raised
+
+
+def test_a_module_named_as_the_loader_is_answered_with_its_classes(
+    env: pytest.Pytester,
+) -> None:
+    env.mkpydir("mypkg")
+    (env.path / "mypkg" / "loader.py").write_text("class MyLoader:\n    pass\n")
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess("--loader=mypkg.loader")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert "names a module, not a class in it" in err
+    assert "'mypkg.loader:Class' (classes defined there: MyLoader)" in err
+
+
+def test_each_fail_says_how_to_rerun_it(env: pytest.Pytester) -> None:
+    env.makepyfile(test_x=GRADED)
+    result = env.runpytest_subprocess("--loader=fakeloader:Loader")
+    result.stdout.fnmatch_lines(
+        ["FAIL test_x::test_fail:*", "  rerun: pytest test_x.py::test_fail "
+         f"{loader_ref.OPTION}=fakeloader:Loader"]
+    )  # fmt: skip

@@ -231,3 +231,51 @@ def test_two_loaders_of_one_adapter_module_get_two_column_titles() -> None:
         "grain",
         "torch",
     ]
+
+
+def test_two_loaders_of_one_top_level_package_get_two_column_titles(tmp_path: Path) -> None:
+    from conformance.harness.matrix import titles
+
+    names = ["mypkg.fast:Loader", "mypkg.safe:Loader", "mypkg.safe:Other", "torch.utils.data:X"]
+    assert titles(names) == {
+        "mypkg.fast:Loader": "mypkg.fast",
+        "mypkg.safe:Loader": "mypkg.safe.Loader",
+        "mypkg.safe:Other": "mypkg.safe.Other",
+        "torch.utils.data:X": "torch",
+    }
+    md = write_matrix(tmp_path, {x: {"complete": True, "cases": []} for x in names[:2]})
+    assert "| case | level | `mypkg.fast` | `mypkg.safe` |" in md
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--out", "{file}"], "is a file; give a directory"),
+        (["--out", "{file}/sub"], "is a file; give a directory"),
+        (["--timeout", "-5"], "must be more than 0"),
+        (["--timeout", "soon"], "is not a number of seconds"),
+    ],
+)
+def test_bad_report_arguments_are_one_usage_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    from loaderspec import cli
+
+    file = tmp_path / "a-file"
+    file.write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["report", *(a.format(file=file) for a in argv)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1
+    assert says in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import loaderspec
+    from loaderspec import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"loaderspec {loaderspec.__version__}"
