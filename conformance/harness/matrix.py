@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +83,17 @@ def _must_failures(res: dict[str, Any] | None) -> int:
     return sum(1 for c in cases if c["outcome"] == FAIL and c["level"] == "MUST")
 
 
+# Where a run was installed, in a traceback's file names: the matrix is published, and the
+# machine's folders say nothing about the loader ("/tmp/x/.venv/lib/python3.11/site-packages/torch/
+# ..." -> "torch/...", "/home/me/loaderspec/conformance/..." -> "conformance/...").
+_INSTALL_PREFIX = re.compile(
+    r"(?:/[\w.+-]+)+/(?:(?:site|dist)-packages/|(?=(?:conformance|faultinject|reference|loaderspec)/))"
+)
+
+
 def _cause(case: dict[str, Any]) -> str:
     text = " ".join(str(case.get("detail") or "").split()) or "no detail recorded"
+    text = _INSTALL_PREFIX.sub("", text)
     if len(text) > CAUSE_CHARS:
         text = text[: CAUSE_CHARS - 1] + "…"
     runs = case.get("runs")
