@@ -462,8 +462,13 @@ def _select(args: argparse.Namespace) -> list[Model]:
     if args.config is None:
         return [m for m in manifest if m.tier == args.tier]
     cfg = args.config.resolve()
+    shipped = (
+        spec_dir() / Path(*args.config.parts[1:]) if args.config.parts[:1] == ("spec",) else None
+    )
+    if not cfg.is_file() and shipped is not None and shipped.is_file():
+        cfg = shipped  # spec/... from a wheel: the spec ships inside loaderspec (gate, issue 21)
     if not cfg.is_file():
-        raise ValueError(f"--config {args.config}: no such file")
+        raise ValueError(f"--config {args.config}: no such file (the spec's own: {spec_dir()})")
     listed = next((m for m in manifest if m.cfg == cfg), None)
     spec = args.spec.resolve() if args.spec else None
     if listed is None:
@@ -501,6 +506,10 @@ def run(args: argparse.Namespace) -> int:
                     timeout_s=args.timeout,
                     distributed=args.distributed,
                 )
+                why = tlc.problem(last.result.output, model.cfg, spec_dir())  # (gate, issue 21)
+                if single and last.result.violated == tlc.TLC_ERROR and why:
+                    print(f"loaderspec model-check: error: {why}", file=sys.stderr)
+                    return 2
                 print(_summary(last), flush=True)
                 ok, result, secs = last.as_expected, last.result, last.result.seconds
                 cpu += result.cpu_seconds or 0.0
