@@ -301,6 +301,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     info = item.stash.get(_CASE, None)
     if run is None or info is None:
         return report
+    report.loaderspec_id = info.id  # type: ignore[attr-defined]  # JUnit's names, every phase
     phases = item.stash.setdefault(_PHASES, [])
     phases.append((report.when, report.outcome, _detail(report), report.duration))
     failed_property = getattr(call.excinfo and call.excinfo.value, "property", None)
@@ -445,7 +446,9 @@ class ConformanceRun:
         lines += [f"loaderspec conformance: warning: {w}" for w in self.warnings]
         return lines
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        _junit_names(self.config, report)
         if report.failed and not hasattr(report, "wasxfail"):
             self.other_failures.add(report.nodeid)
         case = getattr(report, "loaderspec_case", None)
@@ -531,6 +534,25 @@ def _rerun(case: dict[str, Any], choice: loader_ref.Choice) -> str:
     loader = "" if choice.source == loader_ref.SOURCE_DEFAULT else f" {loader_ref.OPTION}="
     loader += choice.value if loader else ""
     return f"pytest {shlex.quote(case['nodeid'])}{loader}"
+
+
+def _junit_names(config: pytest.Config, report: pytest.TestReport) -> None:
+    """With --junitxml, name a case's <testcase> by its stable id (classname
+    ``conformance.test_exactly_once``, name ``test_len_...[drop_last=True]``), not by where the
+    suite was installed (pytest's node id: ``.venv.lib.python3.11.site-packages...``). Set before
+    pytest's junitxml reads the report, as a user's own attributes, which it keeps."""
+    cid = getattr(report, "loaderspec_id", None)
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - pytest moved it: pytest's own names stay
+        return
+    xml = config.stash.get(xml_key, None)
+    if cid is None or xml is None:
+        return
+    module, _, name = cid.partition("::")
+    attrs = xml.node_reporter(report).attrs
+    attrs["classname"] = f"conformance.{module}"
+    attrs["name"] = name
 
 
 def _summary_line(case: dict[str, Any]) -> str:

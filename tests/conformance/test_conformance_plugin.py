@@ -346,6 +346,8 @@ def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytest
     )
     xml = junit.read_text()
     assert '<property name="loaderspec_properties" value="ShutdownCompletes" />' in xml
+    # JUnit names each case by its stable id, not by the folders pytest ran it from.
+    assert 'classname="conformance.test_x" name="test_leaks"' in xml
     by_property = {
         p["property"]: p["by_loader"]["fakeloader:Loader"]
         for p in matrix({"fakeloader:Loader": results})["properties"]

@@ -279,3 +279,21 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         cli.main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"loaderspec {loaderspec.__version__}"
+
+
+def test_the_matrix_notes_show_no_install_folders() -> None:
+    """A traceback's file names lose the folders a run was installed in (a developer's scratch
+    path would otherwise reach the published matrix page); a leaked file's path stays."""
+    from conformance.harness.matrix import matrix
+
+    detail = (
+        'X (MUST): expected y; actual File "/tmp/fresh/.venv/lib/python3.11/site-packages/torch/'
+        'a.py", line 1; File "/home/me/loaderspec/conformance/adapters/_front.py"; fds: 28 -> '
+        "/tmp/tmpgh0n5wlu"
+    )
+    m = matrix({"a:L": {"complete": True, "cases": [_case("t::x", "FAIL", detail=detail)]}})
+    [note] = m["notes"]
+    assert 'File "torch/a.py"' in note["cause"]
+    assert 'File "conformance/adapters/_front.py"' in note["cause"]
+    assert "/tmp/fresh" not in note["cause"]
+    assert "/home/me" not in note["cause"]
