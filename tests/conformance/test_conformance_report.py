@@ -184,6 +184,47 @@ def test_slug_is_a_safe_directory_name() -> None:
     assert report.slug("torch.utils.data:DataLoader") == "torch_utils_data_DataLoader"
 
 
+def _page_width(page: Path, width: int) -> int:
+    """How wide Chromium lays ``page`` out in a window ``width`` px wide (scrollWidth)."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("no Chromium: run `bash scripts/setup.sh` (it installs Debian's chromium)")
+    probe = (
+        "<script>window.onload=()=>{document.body.setAttribute('data-w',"
+        "document.documentElement.scrollWidth)}</script>"
+    )
+    page.write_text(page.read_text() + probe)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    done = subprocess.run(
+        [chromium, *flags, f"--window-size={width},800", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return int(done.stdout.split('data-w="', 1)[1].split('"', 1)[0])
+
+
+def test_report_html_shows_fails_first_and_its_why_column_at_1280_px(tmp_path: Path) -> None:
+    from conformance import ids
+    from conformance.harness.report import write_report
+
+    cases = [
+        _case(cid, "FAIL" if i % 7 == 3 else "PASS", detail="X (MUST): " + "long why " * 40)
+        for i, cid in enumerate(ids.suite())
+    ]
+    results = {
+        "loader": "conformance.adapters.some_long_adapter_name:LoaderClass",
+        "loader_source": "option --conformance-loader",
+        "started": "2026-11-26T00:00:00+00:00",
+        "versions": {"python": "3.11"},
+        "cases": cases,
+    }
+    write_report(tmp_path, results)
+    page = (tmp_path / "report.html").read_text()
+    assert page.index(">FAIL<") < page.index(">PASS<")
+    assert _page_width(tmp_path / "report.html", 1280) <= 1280
+
+
 def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> None:
     """Eight loaders with long names, every case: Chromium lays the page out at 1024 px and
     the page is no wider than the window."""
