@@ -330,9 +330,14 @@ def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytest
     env.makepyfile(test_x=LEAKY_CASE)
     rep = env.path / "rep"
     junit = env.path / "junit.xml"
-    env.runpytest_subprocess(
+    result = env.runpytest_subprocess(
         "--loader=fakeloader:Loader", f"--conformance-report={rep}", f"--junitxml={junit}"
     )
+    # Under each FAIL: the command that runs it again (pytest's node id, the same loader).
+    result.stdout.fnmatch_lines(
+        ["FAIL test_x::test_leaks:*", "  rerun: pytest test_x.py::test_leaks "
+         f"{loader_ref.OPTION}=fakeloader:Loader"]
+    )  # fmt: skip
     results = json.loads((rep / "report.json").read_text())
     got = {c["case"]: c["failed_properties"] for c in results["cases"]}
     assert got == {
@@ -391,12 +396,3 @@ def test_a_module_named_as_the_loader_is_answered_with_its_classes(
     assert err.count("ERROR:") == 1
     assert "names a module, not a class in it" in err
     assert "'mypkg.loader:Class' (classes defined there: MyLoader)" in err
-
-
-def test_each_fail_says_how_to_rerun_it(env: pytest.Pytester) -> None:
-    env.makepyfile(test_x=GRADED)
-    result = env.runpytest_subprocess("--loader=fakeloader:Loader")
-    result.stdout.fnmatch_lines(
-        ["FAIL test_x::test_fail:*", "  rerun: pytest test_x.py::test_fail "
-         f"{loader_ref.OPTION}=fakeloader:Loader"]
-    )  # fmt: skip
