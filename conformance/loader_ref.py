@@ -16,11 +16,13 @@ wording users see cannot drift from what the tests check.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from faultinject import loaders
 from faultinject.loaders import (
@@ -48,15 +50,19 @@ __all__ = [
     "MSG_MALFORMED",
     "MSG_MISSPELLED",
     "MSG_NOT_CALLABLE",
+    "MSG_NOT_OURS",
     "MSG_NO_ATTR",
     "MSG_NO_MODULE",
+    "MSG_UNBUILDABLE",
     "OPTION",
     "SHORT_OPTION",
     "Choice",
     "LoaderRefError",
+    "build_once",
     "choose",
     "importable_from",
     "misspelled",
+    "passed_elsewhere",
     "resolve",
 ]
 
@@ -95,6 +101,33 @@ MSG_MISSPELLED = (
     "variable's name, or name the loader with {option}"
 )
 MSG_MISSPELLED_WARNING = "environment variable {names} is not one loaderspec reads{near}"
+MSG_NOT_OURS = (
+    "the command line passes a loader to {given}, but that option is not loaderspec's here (a "
+    "conftest or plugin defines it), so this run would check the default loader ({default}) "
+    "instead: name the loader with {option}={value}"
+)
+# Why the header's loader won, by its source.
+WHY = {
+    SOURCE_OPTION: "named on the command line",
+    SOURCE_SHORT_OPTION: "named on the command line",
+    SOURCE_ENV: "set in the environment",
+    SOURCE_INI: "set in the ini file",
+    SOURCE_DEFAULT: f"no {LOADER_OPTION}, {ENV_VAR} or ini {INI_KEY} named one",
+}
+MSG_UNBUILDABLE = (
+    "loader {value!r} (from {source}) cannot be built: {error} (raised at {where}); the suite "
+    "builds it as torch's DataLoader({call}) and every case would FAIL on this: fix the "
+    "constructor, or give an adapter class that builds your loader from torch's arguments "
+    "(docs/faultinject.md, loader adapters)"
+)
+# How the suite's smallest case builds a loader (no workers): a constructor that raises here
+# raises in every case. NotImplementedError, or a TypeError naming one of these arguments, is a
+# refusal of this configuration (the cases that need another say so), not a broken loader.
+BUILD_CALL = "dataset of 4 items, batch_size=2"
+MSG_A_MODULE = (
+    "loader {value!r} (from {source}) names a module, not a class in it: name the class as "
+    "'{value}:Class'{found}"
+)
 NO_MODULE_HINT = (
     " (the directory pytest started in, {cwd}, is importable; a module elsewhere needs "
     "PYTHONPATH=its folder, or pip install)"
@@ -128,6 +161,23 @@ def choose(
     return Choice(DEFAULT, SOURCE_DEFAULT)
 
 
+def passed_elsewhere(args: list[str]) -> tuple[str, str] | None:
+    """The first loader-like option of the command line that is not loaderspec's long one:
+    (``--loader=x`` as given, its value), or None. ``--loader`` belongs to whoever defined it
+    first; when that is a user's conftest, its value never reaches loaderspec."""
+    for i, arg in enumerate(args):
+        if not arg.startswith("--") or arg.startswith(LOADER_OPTION):
+            continue
+        name, eq, value = arg.partition("=")
+        if "loader" not in name.lower():
+            continue
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) and not args[i + 1].startswith("-") else ""
+        if value:
+            return f"{name}={value}", value
+    return None
+
+
 def misspelled(environ: Mapping[str, str] | None = None) -> tuple[list[str], str]:
     """Set variables that look like loaderspec's but are not (named LOADERSPEC*, or close to
     ``LOADERSPEC_LOADER``), and a hint naming the nearest known one ("" if none)."""
@@ -153,6 +203,56 @@ def importable_from(directory: Path) -> None:
         sys.path.append(str(directory))
 
 
+def build_once(loader: type, choice: Choice) -> None:
+    """Build ``loader`` as the suite's smallest case does, in this process, and drop it.
+
+    Raises:
+        LoaderRefError: the constructor raised (anything but a refusal of the configuration),
+            naming the exception and the frame it was raised in.
+    """
+    import gc
+    import traceback
+
+    from faultinject.datasets import FaultyDataset
+
+    try:
+        built = loader(FaultyDataset(4), batch_size=2)
+    except NotImplementedError:
+        return
+    except Exception as exc:
+        if isinstance(exc, TypeError) and "unexpected keyword argument 'batch_size'" in str(exc):
+            return
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = (
+            f"{frames[-1].filename}:{frames[-1].lineno}, in {frames[-1].name}" if frames else "?"
+        )
+        raise LoaderRefError(
+            MSG_UNBUILDABLE.format(
+                value=choice.value,
+                source=choice.source,
+                error=f"{type(exc).__name__}: {exc}",
+                where=where,
+                call=BUILD_CALL,
+            )
+        ) from None
+    del built
+    gc.collect()
+
+
+def _module_named(value: str) -> Any:
+    """The module ``value`` names, when it names an importable module (else None)."""
+    if ":" in value or not all(p.isidentifier() for p in value.split(".")):
+        return None
+    try:
+        return importlib.import_module(value)
+    except Exception:  # not a module: the resolver's own message stands
+        return None
+
+
+def _defined_class(obj: object, module: Any) -> bool:
+    return isinstance(obj, type) and obj.__module__ == module.__name__
+
+
 def resolve(choice: Choice, cwd: Path | None = None) -> type:
     """Import the loader class named by ``choice``.
 
@@ -162,6 +262,11 @@ def resolve(choice: Choice, cwd: Path | None = None) -> type:
     try:
         return loaders.resolve(choice.value, choice.source)
     except LoaderRefError as exc:
+        module = _module_named(choice.value)
+        if module is not None:
+            classes = sorted(n for n, v in vars(module).items() if _defined_class(v, module))
+            found = f" (classes defined there: {', '.join(classes)})" if classes else ""
+            raise LoaderRefError(MSG_A_MODULE.format(found=found, **vars(choice))) from None
         if cwd is not None and "cannot import module" in str(exc):
             raise LoaderRefError(str(exc) + NO_MODULE_HINT.format(cwd=cwd)) from None
         raise

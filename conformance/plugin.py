@@ -24,6 +24,8 @@ are rendered once, when the run ends.
 from __future__ import annotations
 
 import datetime
+import os
+import shlex
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -44,6 +46,8 @@ _GRADE = pytest.StashKey[Grade]()
 _CASE = pytest.StashKey["CaseInfo"]()
 # Each phase of the case's current run: (when, pytest outcome, detail, duration).
 _PHASES = pytest.StashKey[list[tuple[str, str, str, float]]]()
+# The property a failed phase's check named (grading.Violation), per phase of the current run.
+_FAILED_PROPERTY = pytest.StashKey[str]()
 RUN_PLUGIN = "loaderspec_conformance_run"
 CASES_PLUGIN = "loaderspec_conformance_cases"
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -72,9 +76,9 @@ def start(config: pytest.Config) -> None:
     """Begin a conformance run in this session (see the module docstring).
 
     Raises:
-        pytest.UsageError: the loader cannot be imported, an environment variable looks like a
-            misspelling of loaderspec's while no loader was named, or the expectation file
-            cannot be used. Nothing is registered then.
+        pytest.UsageError: the loader cannot be imported or built, an environment variable
+            looks like a misspelling of loaderspec's while no loader was named, or the
+            expectation file cannot be used. Nothing is registered then.
     """
     out = config.getoption("loaderspec_report")
     if out and not hasattr(config, "workerinput"):
@@ -96,10 +100,25 @@ def start(config: pytest.Config) -> None:
                 option=loader_ref.OPTION,
             )
         )
+    if choice.source == loader_ref.SOURCE_DEFAULT:
+        elsewhere = loader_ref.passed_elsewhere(_command_line(config))
+        if elsewhere is not None:
+            raise pytest.UsageError(
+                loader_ref.MSG_NOT_OURS.format(
+                    given=elsewhere[0],
+                    default=choice.value,
+                    option=loader_ref.OPTION,
+                    value=elsewhere[1],
+                )
+            )
     cwd = config.invocation_params.dir
     loader_ref.importable_from(cwd)
     try:
         loader = loader_ref.resolve(choice, cwd)
+        if not hasattr(config, "workerinput") and not config.option.collectonly:
+            # A loader that cannot be built stops the run here, with one line, instead of
+            # failing every case with its own copy of the traceback.
+            loader_ref.build_once(loader, choice)
     except loader_ref.LoaderRefError as exc:
         raise pytest.UsageError(str(exc)) from None
     expectations = None
@@ -114,6 +133,12 @@ def start(config: pytest.Config) -> None:
         run.warnings.append(loader_ref.MSG_MISSPELLED_WARNING.format(names=names, near=near))
     config.pluginmanager.register(sys.modules[__name__], CASES_PLUGIN)
     config.pluginmanager.register(run, RUN_PLUGIN)
+
+
+def _command_line(config: pytest.Config) -> list[str]:
+    """The arguments as given, with PYTEST_ADDOPTS' (pytest reads those as command-line ones)."""
+    extra = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    return [*extra, *map(str, config.invocation_params.args)]
 
 
 def _run(config: pytest.Config) -> ConformanceRun | None:
@@ -190,7 +215,7 @@ def grade(request: pytest.FixtureRequest) -> Grade:
 def _detail(report: pytest.TestReport) -> str:
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return str(crash.message).removeprefix("Failed: ")
+        return str(crash.message).removeprefix("Failed: ").removeprefix("Violation: ")
     if isinstance(report.longrepr, tuple):  # skip: (file, line, reason)
         return str(report.longrepr[2]).removeprefix("Skipped: ")
     return str(report.longrepr or "")
@@ -211,6 +236,22 @@ def _outcome(phases: list[tuple[str, str, str, float]], g: Grade | None) -> tupl
     return PASS, ""
 
 
+def _failed_properties(
+    outcome: str, info: CaseInfo, named: str | None, g: Grade | None
+) -> list[str]:
+    """The properties a case's outcome blames: a FAIL's is the one its failing check named (a
+    check that names none, e.g. a case's own setup, blames the case's first MUST marker); a
+    NON-STRICT's, the SHOULD properties that were not met; none for a PASS or SKIP."""
+    if outcome == FAIL:
+        if named:
+            return [named]
+        must = [p for p in info.properties if property_named(p).level is Level.MUST]
+        return (must or list(info.properties))[:1]
+    if outcome == NON_STRICT and g is not None:
+        return list(g.non_strict_properties) or list(info.properties)[:1]
+    return []
+
+
 def _figures_text(figures: list[dict[str, Any]]) -> str:
     return ", ".join(f"{f['name']}={f['value']:g} {f['unit']}" for f in figures)
 
@@ -219,7 +260,9 @@ def _junit_properties(case: dict[str, Any]) -> list[tuple[str, str]]:
     props = [
         ("loaderspec_id", case["id"]),
         ("loaderspec_grade", case["outcome"]),
-        ("loaderspec_properties", ", ".join(case["properties"])),
+        # The properties that decided a FAIL or NON-STRICT; a PASS or SKIP: those it checks.
+        ("loaderspec_properties", ", ".join(case["failed_properties"] or case["properties"])),
+        ("loaderspec_checks", ", ".join(case["properties"])),
         ("loaderspec_level", case["level"]),
     ]
     if case["figures"]:
@@ -258,8 +301,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     info = item.stash.get(_CASE, None)
     if run is None or info is None:
         return report
+    report.loaderspec_id = info.id  # type: ignore[attr-defined]  # JUnit's names, every phase
     phases = item.stash.setdefault(_PHASES, [])
     phases.append((report.when, report.outcome, _detail(report), report.duration))
+    failed_property = getattr(call.excinfo and call.excinfo.value, "property", None)
+    if report.failed and failed_property and _FAILED_PROPERTY not in item.stash:
+        item.stash[_FAILED_PROPERTY] = str(failed_property)
     g = item.stash.get(_GRADE, None)
     if report.when == "call" and g is not None and g.non_strict_notes:
         # Our own attribute on pytest's report (read by the summary hook); undeclared there.
@@ -268,12 +315,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     _mark_expected(report, entry)
     if report.when == "teardown":
         outcome, detail = _outcome(phases, g)
+        blamed = _failed_properties(outcome, info, item.stash.get(_FAILED_PROPERTY, None), g)
         case: dict[str, Any] = {
             "id": info.id,
             "nodeid": item.nodeid,
             "file": info.file,
             "case": info.id.split("::", 1)[1],
             "properties": list(info.properties),
+            "failed_properties": blamed,
             "level": info.level,
             "outcome": outcome,
             "figures": g.as_dict()["figures"] if g is not None else [],
@@ -288,6 +337,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.loaderspec_case = case  # type: ignore[attr-defined]
         report.user_properties.extend(_junit_properties(case))
         item.stash[_PHASES] = []  # the next run (--conformance-repeat) starts afresh
+        if _FAILED_PROPERTY in item.stash:
+            del item.stash[_FAILED_PROPERTY]
         if _GRADE in item.stash:
             del item.stash[_GRADE]
     return report
@@ -382,7 +433,10 @@ class ConformanceRun:
         self.verdict = verdict([], self.policy)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
-        lines = [f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source})"]
+        why = loader_ref.WHY.get(self.choice.source, "")
+        lines = [
+            f"loaderspec conformance: loader {self.choice.value} (from {self.choice.source}: {why})"
+        ]
         settings = [f"fail on {self.policy}"]
         if self.expectations is not None:
             settings.append(
@@ -394,7 +448,9 @@ class ConformanceRun:
         lines += [f"loaderspec conformance: warning: {w}" for w in self.warnings]
         return lines
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        _junit_names(self.config, report)
         if report.failed and not hasattr(report, "wasxfail"):
             self.other_failures.add(report.nodeid)
         case = getattr(report, "loaderspec_case", None)
@@ -449,6 +505,8 @@ class ConformanceRun:
             line = _summary_line(case)
             if line:
                 tr.line(line)
+            if case["outcome"] == FAIL:
+                tr.line(f"  rerun: {_rerun(case, self.choice)}")
         state = "FAILED" if self.verdict.failed else "passed"
         tr.line(f"verdict (--conformance-fail-on={self.policy}): {state}", bold=True)
         for reason in self.verdict.reasons:
@@ -470,6 +528,33 @@ class ConformanceRun:
         if complete:
             out["verdict"] = self.verdict.as_dict()
         return out
+
+
+def _rerun(case: dict[str, Any], choice: loader_ref.Choice) -> str:
+    """The command that runs this one case again from the same directory: pytest's node id (its
+    parameters in pytest's order, which the stable id, sorted by name, does not keep)."""
+    loader = "" if choice.source == loader_ref.SOURCE_DEFAULT else f" {loader_ref.OPTION}="
+    loader += choice.value if loader else ""
+    return f"pytest {shlex.quote(case['nodeid'])}{loader}"
+
+
+def _junit_names(config: pytest.Config, report: pytest.TestReport) -> None:
+    """With --junitxml, name a case's <testcase> by its stable id (classname
+    ``conformance.test_exactly_once``, name ``test_len_...[drop_last=True]``), not by where the
+    suite was installed (pytest's node id: ``.venv.lib.python3.11.site-packages...``). Set before
+    pytest's junitxml reads the report, as a user's own attributes, which it keeps."""
+    cid = getattr(report, "loaderspec_id", None)
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover - pytest moved it: pytest's own names stay
+        return
+    xml = config.stash.get(xml_key, None)
+    if cid is None or xml is None:
+        return
+    module, _, name = cid.partition("::")
+    attrs = xml.node_reporter(report).attrs
+    attrs["classname"] = f"conformance.{module}"
+    attrs["name"] = name
 
 
 def _summary_line(case: dict[str, Any]) -> str:

@@ -57,7 +57,7 @@ MSG_BAD_KIND = "{ref}.loaderspec_workers is {value!r}; it must be one of " + ", 
 
 FIX = (
     "give an importable class as 'package.module:Class' or 'package.module.Class', "
-    "e.g. --loader=torch.utils.data:DataLoader"
+    "e.g. --conformance-loader=torch.utils.data:DataLoader"
 )
 MSG_MALFORMED = "loader {value!r} (from {source}) is not of the form 'package.module:Class'; " + FIX
 MSG_NO_MODULE = "loader {value!r} (from {source}): cannot import module {module!r}: {error}; " + FIX

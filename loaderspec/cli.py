@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from loaderspec import suite
+from loaderspec import __version__, suite
 
 # subcommand -> (module exposing add_arguments(parser) and run(args) -> int, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; each subcommand's module adds its own arguments."""
     parser = argparse.ArgumentParser(prog="loaderspec", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"loaderspec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)

@@ -422,11 +422,18 @@ def _select(args: argparse.Namespace) -> list[Model]:
             raise ValueError(f"--model {args.model}: no such model in the manifest; one of {names}")
     elif args.config is not None:
         cfg = args.config.resolve()
+        parts = args.config.parts
+        shipped = spec_dir() / Path(*parts[1:]) if parts[:1] == ("spec",) else None
+        if not cfg.is_file() and shipped is not None and shipped.is_file():
+            cfg = shipped  # spec/... from a wheel: the spec ships inside loaderspec (issue 21)
         if not cfg.is_file():
-            raise ValueError(f"--config {args.config}: no such file")
+            raise ValueError(
+                f"--config {args.config}: no such file (the spec's own modules: {spec_dir()};"
+                " a model of the manifest: --model NAME)"
+            )
         # A generated cfg of build/models is its model's; any other is the user's own.
         listed = next((m for m in manifest if m.cfg == cfg), None) or Model(
-            cfg.stem, spec_dir() / BASE_SPEC, cfg, "adhoc"
+            cfg.stem, spec or spec_dir() / BASE_SPEC, cfg, "adhoc"
         )
     else:
         return [m for m in manifest if m.tier == args.tier]
@@ -467,6 +474,10 @@ def run(args: argparse.Namespace) -> int:
                     timeout_s=args.timeout,
                     distributed=args.distributed,
                 )
+                why = tlc.problem(last.result.output, model.cfg, spec_dir())  # (gate, issue 21)
+                if single and last.result.violated == tlc.TLC_ERROR and why:
+                    print(f"loaderspec model-check: error: {why}", file=sys.stderr)
+                    return 2
                 print(_summary(last), flush=True)
                 ok, result, secs = last.as_expected, last.result, last.result.seconds
                 cpu += result.cpu_seconds or 0.0

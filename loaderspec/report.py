@@ -49,10 +49,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle) where those packages are "
         "installed",
     )
-    parser.add_argument("--out", type=Path, default=Path("loaderspec-report"), help="output dir")
+    parser.add_argument(
+        "--out",
+        type=out_dir,
+        default=Path("loaderspec-report"),
+        help="output directory (created; one folder per loader inside)",
+    )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument(
-        "--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds allowed per loader"
+        "--timeout",
+        type=positive_seconds,
+        default=RUN_TIMEOUT_S,
+        help="seconds allowed per loader (more than 0)",
     )
     parser.add_argument(
         "--fail-on",
@@ -61,6 +69,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="exit 1 when a loader has a MUST failure (must, the default), also a NON-STRICT "
         "(should), or only when a run left no complete report (never)",
     )
+
+
+def out_dir(text: str) -> Path:
+    """``--out``: a directory, or a path where one can be made.
+
+    Raises:
+        argparse.ArgumentTypeError: ``text`` is an existing file (or lies under one).
+    """
+    path = Path(text)
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {p} is a file; give a directory (it is created), e.g. --out OUT"
+            )
+    return path
+
+
+def positive_seconds(text: str) -> float:
+    """``--timeout``: seconds, more than 0.
+
+    Raises:
+        argparse.ArgumentTypeError: not a number, or not more than 0.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: seconds allowed per loader must be more than 0, e.g. --timeout 900"
+        )
+    return value
 
 
 def default_loaders() -> list[str]:
@@ -120,33 +160,50 @@ def run_one(
     (out / "pytest-output.txt").write_text(output)
     path = out / "report.json"
     if not path.exists():
-        print(f"  no results ({output.strip().splitlines()[-1:]})", flush=True)
+        print("  no report (why: below)", flush=True)
         return None
     return load_results(path)
 
 
-def failures(results: dict[str, dict[str, Any] | None]) -> list[str]:
+def why_no_report(out: Path) -> str:
+    """Why a loader's run left no complete report, from its pytest-output.txt: pytest's usage
+    error (a loader that cannot be imported or built), else the output's last line."""
+    path = out / "pytest-output.txt"
+    lines = path.read_text().strip().splitlines() if path.exists() else []
+    errors = [x.removeprefix("ERROR: ") for x in lines if x.startswith("ERROR: ")]
+    return (errors or lines or ["no output"])[-1]
+
+
+def failures(results: dict[str, dict[str, Any] | None], out: Path | None = None) -> list[str]:
     """One line per loader whose run fails the exit policy (its verdict), or left no complete
-    report."""
+    report (with why, when ``out`` holds the runs' folders)."""
     lines = []
     for loader, res in results.items():
         if res is None or not res.get("complete") or "verdict" not in res:
-            lines.append(f"{loader}: no complete report (see its pytest-output.txt)")
+            where = "its pytest-output.txt" if out is None else str(out / slug(loader))
+            why = "" if out is None else f": {why_no_report(out / slug(loader))}"
+            lines.append(f"{loader}: no complete report{why} (see {where})")
         elif res["verdict"]["failed"]:
             lines.append(f"{loader}: " + "; ".join(res["verdict"]["reasons"]))
     return lines
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run every loader, write the matrix, print it; 1 if a loader fails the exit policy."""
+    """Run every loader, write the matrix, print it; 1 if a loader fails the exit policy. A
+    matrix with a run that left no complete report is written (it marks that run incomplete)
+    but not printed: its counts would read as that loader's grades."""
     from conformance.harness.matrix import write_matrix
 
     loaders = args.loader or default_loaders()
     results = {
         x: run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on) for x in loaders
     }
-    print(write_matrix(args.out, results))
-    failed = failures(results)
+    md = write_matrix(args.out, results)
+    failed = failures(results, args.out)
+    if all(r is not None and r.get("complete") for r in results.values()):
+        print(md)
+    else:
+        print(f"loaderspec report: no matrix printed: a run left no complete report ({args.out})")
     for line in failed:
         print(f"loaderspec report: {line}", file=sys.stderr)
     return 1 if failed else 0

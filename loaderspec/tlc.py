@@ -271,6 +271,39 @@ def parse_output(output: str, returncode: int | None, cfg: Path | None = None) -
     )
 
 
+_CFG_ERROR_RE = re.compile(r"error in the configuration file at line (\d+)\s*\n(.*)")
+_UNDEFINED_RE = re.compile(r"substitutes for (\w+) with the undefined identifier (\w+)")
+_NO_MODULE_RE = re.compile(r"Cannot find source file for module (\w+)")
+
+
+def problem(output: str, cfg: Path | None = None, modules: Path | None = None) -> str | None:
+    """One line naming what stopped TLC before it checked anything, and the fix (None: TLC ran,
+    or failed some other way). ``modules``: a folder whose .tla files may define what a copied
+    .cfg names (the spec's), so the line can say which module to pass with ``--spec``."""
+    where = f" ({cfg})" if cfg is not None else ""
+    if match := _CFG_ERROR_RE.search(output):
+        return (
+            f"the .cfg file{where} has a syntax error at line {match.group(1)}: "
+            f"{match.group(2).strip().rstrip('.')}; fix that line (e.g. CONSTANT Name = value)"
+        )
+    if match := _UNDEFINED_RE.search(output):
+        name = match.group(2)
+        found = sorted(
+            p.name for p in (modules.glob("*.tla") if modules else []) if name in p.read_text()
+        )
+        spec = f"--spec {modules / found[0]}" if found and modules else "--spec <its .tla>"
+        return (
+            f"the .cfg file{where} names {name}, which the module it was checked against does not "
+            f"define: a .cfg of a broken variant needs the module that defines it: pass {spec}"
+        )
+    if match := _NO_MODULE_RE.search(output):
+        return (
+            f"TLC cannot find module {match.group(1)}: pass --spec with the .tla that extends it, "
+            "beside its other modules"
+        )
+    return None
+
+
 def parse_coverage(output: str) -> dict[str, int]:
     """With ``-coverage``: the steps TLC took with each action (its last report; invariants and
     other definitions it lists without a count are left out)."""

@@ -27,3 +27,10 @@ def test_every_package_folder_is_listed_in_pyproject() -> None:
     }
     assert wheel_names - listed == set(), "add these to [tool.setuptools] packages"
     assert "loaderspec.spec" in listed
+
+
+def test_the_license_file_matches_the_metadata_and_the_changelog_knows_the_version() -> None:
+    config = tomllib.loads((TOP / "pyproject.toml").read_text())
+    assert config["project"]["license"] == {"text": "BSD-3-Clause"}
+    assert (TOP / "LICENSE").read_text().startswith("BSD 3-Clause License")
+    assert f"## {config['project']['version']} " in (TOP / "CHANGELOG.md").read_text()

@@ -138,7 +138,7 @@ def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str]
     if not errors:
         grade.fail(
             "WorkerDeathRaises",
-            "an error naming the dead worker",
+            "an error whose message names the dead worker (the word 'worker' or 'pid <number>')",
             f"no error; {len(r.of(epoch, Batch))} batches then {r.last(epoch)}",
         )
         return
@@ -146,7 +146,8 @@ def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str]
     if not _NAMES_THE_WORKER.search(errors[0].text):
         grade.fail(
             "WorkerDeathRaises",
-            "an error that names the dead worker (the word 'worker' or its pid)",
+            "an error whose message names the dead worker: it must contain the word 'worker' "
+            "or 'pid <number>' (torch: 'DataLoader worker (pid 42) is killed by signal')",
             errors[0].text,
         )
 

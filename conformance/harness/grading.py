@@ -32,6 +32,7 @@ __all__ = [
     "SKIP",
     "Figure",
     "Grade",
+    "Violation",
     "fail",
 ]
 
@@ -47,9 +48,20 @@ def violation(prop: str, expected: str, actual: str) -> str:
     return f"{prop} ({property_named(prop).level.value}): expected {expected}; actual {actual}"
 
 
+class Violation(pytest.fail.Exception):  # type: ignore[name-defined]  # pytest.fail.Exception is set at run time: mypy sees no class
+    """A failed case's exception, naming the property whose check failed: the plugin counts the
+    case under it (a case's markers say what it may check, not what broke)."""
+
+    __module__ = "builtins"  # pytest shows it as "Violation: ...", as it shows "Failed: ..."
+
+    def __init__(self, prop: str, message: str) -> None:
+        super().__init__(message, pytrace=False)
+        self.property = prop
+
+
 def fail(prop: str, expected: str, actual: str) -> None:
     """Fail the running case: MUST property `prop` is violated."""
-    pytest.fail(violation(prop, expected, actual), pytrace=False)
+    raise Violation(prop, violation(prop, expected, actual))
 
 
 @dataclass
@@ -66,6 +78,7 @@ class Grade:
     collect: bool = False  # record MUST violations in `violations` instead of failing the case
     figures: list[Figure] = field(default_factory=list)
     non_strict_notes: list[str] = field(default_factory=list)
+    non_strict_properties: list[str] = field(default_factory=list)  # each once, in order
     violations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -88,6 +101,8 @@ class Grade:
             raise ValueError(f"{prop} is a MUST property: a violation is a FAIL, not NON-STRICT")
         if figure is not None:
             self.figure(f"{prop}", figure)
+        if prop not in self.non_strict_properties:
+            self.non_strict_properties.append(prop)
         self.non_strict_notes.append(f"{prop}: {detail}" if detail else prop)
 
     def should(self, what: str, detail: str) -> None:

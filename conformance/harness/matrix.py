@@ -14,15 +14,24 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from conformance.catalog import issue_segments
 from conformance.harness.grading import FAIL, NON_STRICT, PASS
-from conformance.harness.report import COLORS, STYLE, counts, page
+from conformance.harness.report import COLORS, STYLE, counted_under, counts, page
 from loaderspec.vocabulary import PROPERTIES
 
-__all__ = ["case_key", "matrix", "matrix_html", "matrix_markdown", "short_name", "write_matrix"]
+__all__ = [
+    "case_key",
+    "matrix",
+    "matrix_html",
+    "matrix_markdown",
+    "short_name",
+    "titles",
+    "write_matrix",
+]
 
 CAUSE_CHARS = 160
 _ABBREV = {PASS: "PASS", FAIL: "FAIL", NON_STRICT: "N-S", "SKIP": "SKIP"}
@@ -43,6 +52,23 @@ def short_name(loader: str) -> str:
     return module.split(".", 1)[0]
 
 
+def titles(loaders: list[str]) -> dict[str, str]:
+    """Each loader's column title: its `short_name`, unless another loader shares it (two loaders
+    of one top-level package): then its whole module, with the class where that is not enough."""
+    first = {x: short_name(x) for x in loaders}
+    out = {}
+    for x in loaders:
+        if sum(t == first[x] for t in first.values()) == 1:
+            out[x] = first[x]
+            continue
+        module, _, cls = x.partition(":")
+        same_module = sum(y.partition(":")[0] == module for y in loaders) > 1
+        out[x] = (
+            f"{module}.{cls}" if same_module or cls not in ("", "Loader", "DataLoader") else module
+        )
+    return out
+
+
 def case_key(case: dict[str, Any]) -> str:
     """A case's id (``conformance.ids``); for a report written before ids existed, its node id
     without the folders."""
@@ -57,8 +83,17 @@ def _must_failures(res: dict[str, Any] | None) -> int:
     return sum(1 for c in cases if c["outcome"] == FAIL and c["level"] == "MUST")
 
 
+# Where a run was installed, in a traceback's file names: the matrix is published, and the
+# machine's folders say nothing about the loader ("/tmp/x/.venv/lib/python3.11/site-packages/torch/
+# ..." -> "torch/...", "/home/me/loaderspec/conformance/..." -> "conformance/...").
+_INSTALL_PREFIX = re.compile(
+    r"(?:/[\w.+-]+)+/(?:(?:site|dist)-packages/|(?=(?:conformance|faultinject|reference|loaderspec)/))"
+)
+
+
 def _cause(case: dict[str, Any]) -> str:
     text = " ".join(str(case.get("detail") or "").split()) or "no detail recorded"
+    text = _INSTALL_PREFIX.sub("", text)
     if len(text) > CAUSE_CHARS:
         text = text[: CAUSE_CHARS - 1] + "…"
     runs = case.get("runs")
@@ -116,12 +151,18 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
             row["notes"][loader] = len(notes)
     properties = []
     for prop in PROPERTIES:
-        mine = [r for r in cases if r["properties"] and r["properties"][0] == prop.name]
-        if mine:
-            by_loader = {
-                x: counts([c for r in mine if (c := r["by_loader"][x]) is not None])
-                for x in loaders
-            }
+        # Each loader's cases count under the property their outcome blames (a FAIL under the
+        # property whose check failed), not under the case's first marker.
+        mine = {
+            x: [
+                c
+                for r in cases
+                if (c := r["by_loader"][x]) is not None and prop.name in counted_under(c)
+            ]
+            for x in loaders
+        }
+        if any(mine.values()):
+            by_loader = {x: counts(mine[x]) for x in loaders}
             properties.append(
                 {"property": prop.name, "level": prop.level.value, "by_loader": by_loader}
             )
@@ -132,6 +173,7 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
     ]
     return {
         "loaders": loaders,
+        "titles": titles(loaders),
         "incomplete": incomplete,
         "must_failures": {x: _must_failures(results[x]) for x in loaders},
         "properties": properties,
@@ -169,19 +211,23 @@ def _totals(m: dict[str, Any]) -> dict[str, dict[str, int]]:
     }
 
 
+def _title(m: dict[str, Any], loader: str) -> str:
+    return str(m.get("titles", {}).get(loader) or short_name(loader))
+
+
 def _legend(m: dict[str, Any]) -> list[str]:
-    return [f"{short_name(x)}: {x}" for x in m["loaders"]]
+    return [f"{_title(m, x)}: {x}" for x in m["loaders"]]
 
 
 def matrix_markdown(m: dict[str, Any]) -> str:
     loaders = m["loaders"]
-    head = " | ".join(f"`{short_name(x)}`" for x in loaders)
+    head = " | ".join(f"`{_title(m, x)}`" for x in loaders)
     rule = " | ".join("---" for _ in loaders)
     lines = [
         "# Conformance matrix",
         "",
         "Loaders, fewest MUST failures first: "
-        + "; ".join(f"`{short_name(x)}` = `{x}`" for x in loaders)
+        + "; ".join(f"`{_title(m, x)}` = `{x}`" for x in loaders)
         + ". N-S: NON-STRICT; `[n]`: note n below, the cause of that outcome.",
         "",
     ]
@@ -206,13 +252,17 @@ def matrix_markdown(m: dict[str, Any]) -> str:
         lines.append(f"| `{row['id']}` | {row['level']} | {cells} |")
     lines += ["", "## Notes: every outcome other than PASS", ""]
     if not m["notes"]:
-        lines.append("None: every case passed for every loader.")
+        lines.append(
+            "None among the cases that ran (incomplete runs above)."
+            if m.get("incomplete")
+            else "None: every case passed for every loader."
+        )
     for note in m["notes"]:
         issues = f" Guards against: {_issues_markdown(note['issues'])}" if note["issues"] else ""
         cause = note["cause"].replace("|", "\\|")
         cause += "" if cause.endswith((".", "…", ")")) else "."
         lines.append(
-            f"{note['n']}. `{short_name(note['loader'])}` `{note['id']}`: {note['outcome']}: "
+            f"{note['n']}. `{_title(m, note['loader'])}` `{note['id']}`: {note['outcome']}: "
             f"{cause}{issues}"
         )
     return "\n".join(lines) + "\n"
@@ -237,7 +287,7 @@ def matrix_html(m: dict[str, Any]) -> str:
     loaders = m["loaders"]
     cols = '<colgroup><col class="case"><col class="level">' + "<col>" * len(loaders)
     head = "<tr><th>{}</th><th>level</th>{}</tr>".format(
-        "{}", "".join(f"<th>{html.escape(short_name(x))}</th>" for x in loaders)
+        "{}", "".join(f"<th>{html.escape(_title(m, x))}</th>" for x in loaders)
     )
 
     def table(first: str, rows: list[str]) -> str:
@@ -276,7 +326,7 @@ def matrix_html(m: dict[str, Any]) -> str:
             + "</tr>"
         )
     notes = "".join(
-        f'<li id="n{n["n"]}"><b>{html.escape(short_name(n["loader"]))}</b> '
+        f'<li id="n{n["n"]}"><b>{html.escape(_title(m, n["loader"]))}</b> '
         f"<code>{_breakable(n['id'])}</code>: {n['outcome']}: {html.escape(n['cause'])}"
         + (f" <i>Guards against: {_issues_html(n['issues'])}</i>" if n["issues"] else "")
         + "</li>"

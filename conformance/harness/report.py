@@ -18,11 +18,14 @@ from conformance.harness.grading import OUTCOMES
 __all__ = [
     "COLORS",
     "STYLE",
+    "counted_under",
     "counts",
     "page",
+    "properties_text",
     "report_html",
     "report_markdown",
     "slowest",
+    "worst_first",
     "write_json",
     "write_report",
 ]
@@ -32,6 +35,43 @@ STYLE = (
     "<style>body{font-family:sans-serif}td,th{border:1px solid #ccc;padding:3px 6px;"
     "vertical-align:top}table{border-collapse:collapse}</style>"
 )
+
+
+# The table takes the window's width and wraps long ids and details, so the detail (why) column
+# is on screen at 1280 px.
+_REPORT_STYLE = (
+    "<style>table.r{width:100%;table-layout:fixed}table.r td{overflow-wrap:anywhere;"
+    "font-size:13px}table.r col.case{width:28%}table.r col.props{width:16%}"
+    "table.r col.level{width:5em}table.r col.outcome{width:7em}table.r col.fig{width:12%}</style>"
+)
+_REPORT_COLS = (
+    '<colgroup><col class="case"><col class="props"><col class="level"><col class="outcome">'
+    '<col class="fig"><col></colgroup>'
+)
+_FIRST = ("FAIL", "NON-STRICT", "SKIP", "PASS")
+
+
+def worst_first(cases: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """FAILs first, then NON-STRICT, SKIP, PASS (each by id): what needs reading, on top."""
+    rank = {o: i for i, o in enumerate(_FIRST)}
+    return sorted(cases, key=lambda c: (rank.get(c["outcome"], len(rank)), c.get("id", "")))
+
+
+def counted_under(case: dict[str, Any]) -> list[str]:
+    """The properties a case counts under in a by-property summary: those its outcome blames
+    (a FAIL's failed check, a NON-STRICT's unmet SHOULDs), else the first it checks. A report
+    written before outcomes named their property counts under the first it checks."""
+    return list(case.get("failed_properties") or case["properties"][:1])
+
+
+def properties_text(case: dict[str, Any]) -> str:
+    """A case's properties cell: which failed first, then what the case checks."""
+    checks = ", ".join(case["properties"])
+    failed = case.get("failed_properties")
+    if not failed:
+        return checks
+    how = "failed" if case["outcome"] == "FAIL" else "not met"
+    return f"{', '.join(failed)} {how} (checks {checks})"
 
 
 def counts(cases: list[dict[str, Any]]) -> dict[str, int]:
@@ -118,11 +158,11 @@ def report_markdown(results: dict[str, Any]) -> str:
         "| case | properties | level | outcome | figures | detail |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for case in results["cases"]:
+    for case in worst_first(results["cases"]):
         detail = " ".join(filter(None, [_notes(case), case["detail"]]))
         detail = detail.replace("|", "\\|").replace("\n", " ")[:300]
         lines.append(
-            f"| `{case.get('id', case['case'])}` | {', '.join(case['properties'])} | "
+            f"| `{case.get('id', case['case'])}` | {properties_text(case)} | "
             f"{case['level']} | {case['outcome']} | {_figures(case)} | {detail} |"
         )
     return "\n".join(lines) + "\n"
@@ -130,11 +170,11 @@ def report_markdown(results: dict[str, Any]) -> str:
 
 def report_html(results: dict[str, Any]) -> str:
     rows = []
-    for case in results["cases"]:
+    for case in worst_first(results["cases"]):
         color = COLORS.get(case["outcome"], "#fff")
         cells = [
             f"<code>{html.escape(case.get('id', case['case']))}</code>",
-            html.escape(", ".join(case["properties"])),
+            html.escape(properties_text(case)),
             case["level"],
             f'<b style="background:{color}">{case["outcome"]}</b>',
             html.escape(_figures(case)),
@@ -146,9 +186,10 @@ def report_html(results: dict[str, Any]) -> str:
     body = (
         f"<p>from {html.escape(results['loader_source'])}, run {html.escape(results['started'])}"
         f"</p><p>{summary}</p><p>Slowest cases: {html.escape(slowest(results['cases']))}</p>"
-        f"<p>{html.escape(_verdict(results))}</p>" + _table(head, rows)
+        f"<p>{html.escape(_verdict(results))}</p>"
+        + _table(head, rows).replace("<table>", '<table class="r">' + _REPORT_COLS, 1)
     )
-    return page(f"Conformance report: {results['loader']}", body)
+    return page(f"Conformance report: {results['loader']}", body, style=STYLE + _REPORT_STYLE)
 
 
 def write_json(directory: Path, results: dict[str, Any]) -> None:

@@ -148,14 +148,16 @@ def play(
     if report.outcome == "deadline":
         _deadline_passed(r, deadline_s, must)
     if report.outcome == "raised":
-        pytest.fail(f"scenario raised outside the loader's calls:\n{report.error}", pytrace=False)
+        error = str(report.error or "").strip()
+        last = error.splitlines()[-1] if error else "?"  # the exception, before its traceback
+        fail(must, "the scenario to run", f"it raised outside the loader's calls: {last}\n{error}")
     if report.outcome == "killed" and not parent_dies:
         how = (
             f"signal {report.killed_by_signal}"
             if report.killed_by_signal is not None
             else f"exit status {report.exit_code}, before the scenario could report"
         )
-        pytest.fail(f"the loader's process died ({how})", pytrace=False)
+        fail(must, "the loader's process to live", f"it died ({how})")
     return r
 
 

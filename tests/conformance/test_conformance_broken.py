@@ -25,6 +25,8 @@ import pytest
 from broken.dispatch import NO_PLAN, PLAN_ENV, matches
 from conformance_runner import ROOT, outcomes, run_suite, run_whole_suite
 
+from conformance.harness.matrix import matrix
+
 C = "conformance/cases/"
 IO = C + "test_in_order_delivery.py"
 EO = C + "test_exactly_once.py"
@@ -612,3 +614,10 @@ def test_a_loader_leaking_at_every_shutdown_is_graded_in_minutes(runs: dict[str,
         c for c in results["cases"] if c["outcome"] == "FAIL" and "leaked-reader" in c["detail"]
     ]
     assert len(leaks) > 20, out[-3000:]
+    # Each such FAIL is counted under the property whose check failed, whatever the case's
+    # markers (NoStaleEpochDelivery's cases check what is left too).
+    assert {p for c in leaks for p in c["failed_properties"]} == {"ShutdownCompletes"}
+    by_property = {
+        p["property"]: p["by_loader"][LEAKY] for p in matrix({LEAKY: results})["properties"]
+    }
+    assert by_property["ShutdownCompletes"]["FAIL"] >= len(leaks)

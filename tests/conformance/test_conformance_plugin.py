@@ -85,7 +85,9 @@ def test_env_var_wins_over_ini_and_is_reported(
     monkeypatch.setenv(loader_ref.ENV_VAR, "fakeloader:Loader")
     result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"))
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([f"*loader fakeloader:Loader (from {loader_ref.SOURCE_ENV})*"])
+    result.stdout.fnmatch_lines(
+        [f"*loader fakeloader:Loader (from {loader_ref.SOURCE_ENV}: set in the environment)*"]
+    )
 
 
 def test_bad_ini_value_names_the_ini_key(env: pytest.Pytester) -> None:
@@ -175,7 +177,9 @@ def test_graded_outcomes_and_report_files(env: pytest.Pytester) -> None:
     assert data["complete"] is True
     assert data["loader_source"] == loader_ref.SOURCE_SHORT_OPTION
     assert "NON-STRICT" in (rep / "report.md").read_text()
-    assert "<table>" in (rep / "report.html").read_text()
+    html_page = (rep / "report.html").read_text()
+    assert '<table class="r">' in html_page
+    assert html_page.index(">FAIL<") < html_page.index(">PASS<")  # FAILs first
 
 
 REFUSING_LOADERS = """
@@ -237,7 +241,7 @@ def test_pyargs_collects_the_installed_suite_outside_the_checkout(
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(
-        [f"*loader {loader_ref.DEFAULT} (from {loader_ref.SOURCE_DEFAULT})*"]
+        [f"*loader {loader_ref.DEFAULT} (from {loader_ref.SOURCE_DEFAULT}: no *)*"]
     )
     files = set(re.findall(r"<Module (test_\w+\.py)>", result.stdout.str()))
     suite = Path(conformance.__file__).parent / "cases"
@@ -263,3 +267,132 @@ def test_xdist_gives_the_same_report(env: pytest.Pytester) -> None:
         got[name] = _comparable(rep / "report.json")
     assert len(got["plain"]) == 4
     assert got["xdist"] == got["plain"]
+
+
+OWN_LOADER_OPTION = """
+def pytest_addoption(parser):
+    parser.addoption("--loader", default=None, help="this project's own option")
+"""
+
+
+@pytest.mark.parametrize(
+    "spelling", [["--loader=fakeloader:Loader"], ["--loader", "fakeloader:Loader"]]
+)
+def test_a_loader_passed_to_a_conftests_option_is_a_usage_error_not_the_default(
+    env: pytest.Pytester, spelling: list[str]
+) -> None:
+    """A project whose conftest defines --loader: the value never reaches loaderspec, and a run
+    that would grade the default loader instead refuses, naming both and the fix."""
+    env.makeconftest(OWN_LOADER_OPTION)
+    result = env.runpytest_subprocess("--pyargs", "conformance", "-m", "quick", "--co", *spelling)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert "--loader=fakeloader:Loader" in err
+    assert loader_ref.DEFAULT in err
+    assert f"{loader_ref.OPTION}=fakeloader:Loader" in err
+
+
+def test_the_long_option_grades_the_users_loader_beside_a_conftests_loader(
+    env: pytest.Pytester,
+) -> None:
+    env.makeconftest(OWN_LOADER_OPTION)
+    env.makepyfile(test_x="def test_x(loader_cls):\n    assert loader_cls.__name__ == 'Loader'\n")
+    result = env.runpytest_subprocess(f"{loader_ref.OPTION}=fakeloader:Loader", "--loader=theirs")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        [f"*loader fakeloader:Loader (from {loader_ref.SOURCE_OPTION}: named on the command line)*"]
+    )
+
+
+LEAKY_CASE = """
+import pytest
+
+@pytest.mark.spec_property("NoStaleEpochDelivery", "ExactlyOnce")
+def test_leaks(grade):
+    grade.fail("ShutdownCompletes", "nothing left", "threads: leaked-reader")
+
+@pytest.mark.spec_property("NoStaleEpochDelivery", "PromptFaultHandling")
+def test_fresh_but_slow(grade):
+    grade.non_strict("PromptFaultHandling", 2.0, "took 2 s")
+
+@pytest.mark.spec_property("NoStaleEpochDelivery")
+def test_own_setup_fails():
+    pytest.fail("setup: the workers never started", pytrace=False)
+"""
+
+
+def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytester) -> None:
+    """A leaky loader failing a NoStaleEpochDelivery case's leak check: report.json, the report,
+    JUnit and the matrix's by-property summary count ShutdownCompletes, not the case's marker."""
+    from conformance.harness.matrix import matrix, matrix_markdown
+
+    env.makepyfile(test_x=LEAKY_CASE)
+    rep = env.path / "rep"
+    junit = env.path / "junit.xml"
+    result = env.runpytest_subprocess(
+        "--loader=fakeloader:Loader", f"--conformance-report={rep}", f"--junitxml={junit}"
+    )
+    # Under each FAIL: the command that runs it again (pytest's node id, the same loader).
+    result.stdout.fnmatch_lines(
+        ["FAIL test_x::test_leaks:*", "  rerun: pytest test_x.py::test_leaks "
+         f"{loader_ref.OPTION}=fakeloader:Loader"]
+    )  # fmt: skip
+    results = json.loads((rep / "report.json").read_text())
+    got = {c["case"]: c["failed_properties"] for c in results["cases"]}
+    assert got == {
+        "test_leaks": ["ShutdownCompletes"],
+        "test_fresh_but_slow": ["PromptFaultHandling"],
+        "test_own_setup_fails": ["NoStaleEpochDelivery"],  # no check named one: its marker
+    }
+    assert (
+        "ShutdownCompletes failed (checks NoStaleEpochDelivery, ExactlyOnce)"
+        in (rep / "report.md").read_text()
+    )
+    xml = junit.read_text()
+    assert '<property name="loaderspec_properties" value="ShutdownCompletes" />' in xml
+    # JUnit names each case by its stable id, not by the folders pytest ran it from.
+    assert 'classname="conformance.test_x" name="test_leaks"' in xml
+    by_property = {
+        p["property"]: p["by_loader"]["fakeloader:Loader"]
+        for p in matrix({"fakeloader:Loader": results})["properties"]
+    }
+    assert by_property["ShutdownCompletes"]["FAIL"] == 1
+    assert by_property["NoStaleEpochDelivery"]["FAIL"] == 1  # only the case's own setup
+    assert by_property["PromptFaultHandling"]["NON-STRICT"] == 1
+    assert "| ShutdownCompletes | MUST | 1 FAIL |" in matrix_markdown(
+        matrix({"fakeloader:Loader": results})
+    )
+
+
+UNBUILDABLE = """
+class Loader:
+    def __init__(self, dataset, **kwargs):
+        raise RuntimeError("no accelerator found")
+"""
+
+
+def test_a_loader_that_cannot_be_built_stops_the_run_with_one_error(env: pytest.Pytester) -> None:
+    """Its constructor raises: one usage error naming the exception and the line that raised
+    it, instead of a FAIL per case."""
+    env.makepyfile(unbuildable=UNBUILDABLE, test_x="def test_x(loader_cls):\n    pass\n")
+    result = env.runpytest_subprocess("--loader=unbuildable:Loader")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert "cannot be built: RuntimeError: no accelerator found" in err
+    assert "unbuildable.py:3, in __init__" in err  # where the constructor raised
+
+
+def test_a_module_named_as_the_loader_is_answered_with_its_classes(
+    env: pytest.Pytester,
+) -> None:
+    env.mkpydir("mypkg")
+    (env.path / "mypkg" / "loader.py").write_text("class MyLoader:\n    pass\n")
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess("--loader=mypkg.loader")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert "names a module, not a class in it" in err
+    assert "'mypkg.loader:Class' (classes defined there: MyLoader)" in err

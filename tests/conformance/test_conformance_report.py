@@ -157,6 +157,24 @@ def test_a_run_that_fails_to_start_shows_no_earlier_results(tmp_path: Path) -> N
     assert "no_such_pkg_xyz" in (stale / "pytest-output.txt").read_text()
 
 
+def test_a_loader_that_cannot_be_built_prints_no_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No "MUST failures 0 ... every case passed" for a loader that never started: no matrix
+    printed, and the one line says why."""
+    source = "class Loader:\n    def __init__(self, *a, **kw):\n        raise RuntimeError('no')\n"
+    (tmp_path / "unbuildable.py").write_text(source)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    args = argparse.Namespace(
+        loader=["unbuildable:Loader"], out=tmp_path / "out", quick=True, timeout=120, fail_on="must"
+    )
+    assert report.run(args) == 1
+    out, err = capsys.readouterr()
+    assert "Conformance matrix" not in out
+    assert "no matrix printed" in out
+    assert "cannot be built: RuntimeError: no (" in err
+
+
 def test_default_loaders_start_with_reference_and_torch() -> None:
     loaders = report.default_loaders()
     assert loaders[:2] == ["reference:DataLoader", "torch.utils.data:DataLoader"]
@@ -164,6 +182,47 @@ def test_default_loaders_start_with_reference_and_torch() -> None:
 
 def test_slug_is_a_safe_directory_name() -> None:
     assert report.slug("torch.utils.data:DataLoader") == "torch_utils_data_DataLoader"
+
+
+def _page_width(page: Path, width: int) -> int:
+    """How wide Chromium lays ``page`` out in a window ``width`` px wide (scrollWidth)."""
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("no Chromium: run `bash scripts/setup.sh` (it installs Debian's chromium)")
+    probe = (
+        "<script>window.onload=()=>{document.body.setAttribute('data-w',"
+        "document.documentElement.scrollWidth)}</script>"
+    )
+    page.write_text(page.read_text() + probe)
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    done = subprocess.run(
+        [chromium, *flags, f"--window-size={width},800", "--dump-dom", page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return int(done.stdout.split('data-w="', 1)[1].split('"', 1)[0])
+
+
+def test_report_html_shows_fails_first_and_its_why_column_at_1280_px(tmp_path: Path) -> None:
+    from conformance import ids
+    from conformance.harness.report import write_report
+
+    cases = [
+        _case(cid, "FAIL" if i % 7 == 3 else "PASS", detail="X (MUST): " + "long why " * 40)
+        for i, cid in enumerate(ids.suite())
+    ]
+    results = {
+        "loader": "conformance.adapters.some_long_adapter_name:LoaderClass",
+        "loader_source": "option --conformance-loader",
+        "started": "2026-11-26T00:00:00+00:00",
+        "versions": {"python": "3.11"},
+        "cases": cases,
+    }
+    write_report(tmp_path, results)
+    page = (tmp_path / "report.html").read_text()
+    assert page.index(">FAIL<") < page.index(">PASS<")
+    assert _page_width(tmp_path / "report.html", 1280) <= 1280
 
 
 def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> None:
@@ -213,3 +272,69 @@ def test_two_loaders_of_one_adapter_module_get_two_column_titles() -> None:
         "grain",
         "torch",
     ]
+
+
+def test_two_loaders_of_one_top_level_package_get_two_column_titles(tmp_path: Path) -> None:
+    from conformance.harness.matrix import titles
+
+    names = ["mypkg.fast:Loader", "mypkg.safe:Loader", "mypkg.safe:Other", "torch.utils.data:X"]
+    assert titles(names) == {
+        "mypkg.fast:Loader": "mypkg.fast",
+        "mypkg.safe:Loader": "mypkg.safe.Loader",
+        "mypkg.safe:Other": "mypkg.safe.Other",
+        "torch.utils.data:X": "torch",
+    }
+    md = write_matrix(tmp_path, {x: {"complete": True, "cases": []} for x in names[:2]})
+    assert "| case | level | `mypkg.fast` | `mypkg.safe` |" in md
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--out", "{file}"], "is a file; give a directory"),
+        (["--out", "{file}/sub"], "is a file; give a directory"),
+        (["--timeout", "-5"], "must be more than 0"),
+        (["--timeout", "soon"], "is not a number of seconds"),
+    ],
+)
+def test_bad_report_arguments_are_one_usage_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], says: str
+) -> None:
+    from loaderspec import cli
+
+    file = tmp_path / "a-file"
+    file.write_text("")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["report", *(a.format(file=file) for a in argv)])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1
+    assert says in err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import loaderspec
+    from loaderspec import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"loaderspec {loaderspec.__version__}"
+
+
+def test_the_matrix_notes_show_no_install_folders() -> None:
+    """A traceback's file names lose the folders a run was installed in (a developer's scratch
+    path would otherwise reach the published matrix page); a leaked file's path stays."""
+    from conformance.harness.matrix import matrix
+
+    detail = (
+        'X (MUST): expected y; actual File "/tmp/fresh/.venv/lib/python3.11/site-packages/torch/'
+        'a.py", line 1; File "/home/me/loaderspec/conformance/adapters/_front.py"; fds: 28 -> '
+        "/tmp/tmpgh0n5wlu"
+    )
+    m = matrix({"a:L": {"complete": True, "cases": [_case("t::x", "FAIL", detail=detail)]}})
+    [note] = m["notes"]
+    assert 'File "torch/a.py"' in note["cause"]
+    assert 'File "conformance/adapters/_front.py"' in note["cause"]
+    assert "/tmp/fresh" not in note["cause"]
+    assert "/home/me" not in note["cause"]
