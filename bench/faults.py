@@ -15,12 +15,13 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from loaderspec.faultinject.driver import Await, Leave, Plan, Run, run
+from loaderspec.faultinject.events import Awaited, Batch, Dropped, Error, Killed, LoaderDropped
+from loaderspec.faultinject.faults import Hang
+from loaderspec.faultinject.plans import WorkerState, parent_dies_while
+
 from bench.loaders import LOADERS
 from bench.rows import Row, na
-from faultinject.driver import Await, Leave, Plan, Run, run
-from faultinject.events import Awaited, Batch, Dropped, Error, Killed, LoaderDropped
-from faultinject.faults import Hang
-from faultinject.plans import WorkerState, parent_dies_while
 
 SECTION = "faults"
 STARTUP_S = 30.0  # a spawned child's loader starting its workers on 2 loaded cores

@@ -8,17 +8,17 @@ through `conformance.adapters`, each behind torch's constructor); importing one 
 
 from __future__ import annotations
 
-from faultinject import loaders
+from loaderspec.faultinject import loaders
 
 # Report name -> "module:attribute". Order is the report's column order.
 LOADERS: dict[str, str] = {
     "torch": "torch.utils.data:DataLoader",
-    "reference": "reference:DataLoader",
+    "reference": "loaderspec.reference:DataLoader",
     "torchdata": "torchdata.stateful_dataloader:StatefulDataLoader",
-    "nodes-thread": "conformance.adapters.torchdata_nodes:ThreadLoader",
-    "nodes-process": "conformance.adapters.torchdata_nodes:ProcessLoader",
-    "spdl": "conformance.adapters.spdl:Loader",
-    "grain": "conformance.adapters.grain:Loader",
+    "nodes-thread": "loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader",
+    "nodes-process": "loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader",
+    "spdl": "loaderspec.conformance.adapters.spdl:Loader",
+    "grain": "loaderspec.conformance.adapters.grain:Loader",
 }
 
 

@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from loaderspec.conformance.harness.report import counts
+
 from bench.loaders import LOADERS
 from bench.rows import Row
-from conformance.harness.report import counts
 from loaderspec.report import run_one, slug
 
 SECTION = "suite"

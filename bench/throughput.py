@@ -34,11 +34,11 @@ from collections.abc import Callable
 from typing import Any
 
 import psutil
+from loaderspec.faultinject import loaders, processes, sandbox
 
 from bench import datasets
 from bench.loaders import LOADERS
 from bench.rows import Row, na
-from faultinject import loaders, processes, sandbox
 
 SECTION = "throughput"
 # ``--noise-floor``: the reference measured a second time, as if it were another loader: the

@@ -36,11 +36,11 @@ _DEADLINE_S = 60.0
 
 def _send_fn(method: str) -> Callable[[Connection, Any], None]:
     if method == "reference":
-        from reference import transport
+        from loaderspec.reference import transport
 
         return transport.send
     if method == "reference-bytes":
-        from reference import transport
+        from loaderspec.reference import transport
 
         return lambda conn, obj: conn.send_bytes(transport.dumps(obj))
     if method == "torch":
@@ -54,11 +54,11 @@ def _send_fn(method: str) -> Callable[[Connection, Any], None]:
 
 def _recv_fn(method: str) -> Callable[[Connection], Any]:
     if method == "reference":
-        from reference import transport
+        from loaderspec.reference import transport
 
         return transport.recv
     if method == "reference-bytes":
-        from reference import transport
+        from loaderspec.reference import transport
 
         return lambda conn: transport.loads(conn.recv_bytes())
     if method == "torch":

@@ -1,6 +1,6 @@
 """The case list of docs/conformance.md, generated from the case files themselves.
 
-``python -m conformance.catalog --write docs/conformance.md`` rewrites the table between the
+``python -m loaderspec.conformance.catalog --write docs/conformance.md`` rewrites the table between the
 ``cases:begin`` / ``cases:end`` markers; a test checks the page matches, so it cannot go stale.
 """
 
@@ -25,7 +25,7 @@ def functions() -> Iterator[tuple[str, Callable[..., Any]]]:
     for info in sorted(pkgutil.iter_modules(conformance.cases.__path__), key=lambda m: m.name):
         if not info.name.startswith("test_"):
             continue
-        module = importlib.import_module(f"conformance.cases.{info.name}")
+        module = importlib.import_module(f"loaderspec.conformance.cases.{info.name}")
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if name.startswith("test_") and fn.__module__ == module.__name__:
                 yield info.name, fn

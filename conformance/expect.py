@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from conformance import ids
-from conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP
+from loaderspec.conformance import ids
+from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-
-from conformance import catalog
+from loaderspec.conformance import catalog
 
 __all__ = [
     "CASES_DIR",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultinject import loaders
-from faultinject.loaders import (
+from loaderspec.faultinject import loaders
+from loaderspec.faultinject.loaders import (
     FIX,
     MSG_MALFORMED,
     MSG_NO_ATTR,
@@ -33,6 +33,7 @@ from faultinject.loaders import (
     MSG_NOT_CALLABLE,
     LoaderRefError,
 )
+
 from loaderspec.vocabulary import (
     DEFAULT_LOADER,
     LOADER_ENV,
@@ -213,7 +214,7 @@ def build_once(loader: type, choice: Choice) -> None:
     import gc
     import traceback
 
-    from faultinject.datasets import FaultyDataset
+    from loaderspec.faultinject.datasets import FaultyDataset
 
     try:
         built = loader(FaultyDataset(4), batch_size=2)

@@ -34,10 +34,10 @@ from typing import Any
 
 import pytest
 from _pytest.runner import runtestprotocol
+from loaderspec.conformance import catalog, expect, ids, loader_ref
+from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
+from loaderspec.conformance.verdict import DEFAULT_POLICY, verdict
 
-from conformance import catalog, expect, ids, loader_ref
-from conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
-from conformance.verdict import DEFAULT_POLICY, verdict
 from loaderspec.vocabulary import PROPERTY_NAMES, Level, property_named
 
 __all__ = ["CASES_PLUGIN", "RUN_PLUGIN", "ConformanceRun", "start"]
@@ -167,7 +167,7 @@ def _file_of(item: pytest.Item) -> str:
     """The case file relative to the suite's top (conformance/cases/test_X.py), or as pytest
     names it for a case file outside the suite."""
     module = getattr(getattr(item, "module", None), "__name__", "")
-    if module.startswith("conformance.cases."):
+    if module.startswith("loaderspec.conformance.cases."):
         return f"{ids.CASES_DIR}/{module.rsplit('.', 1)[-1]}.py"
     return item.nodeid.split("::", 1)[0]
 
@@ -465,7 +465,7 @@ class ConformanceRun:
         if self.report_dir is not None:
             # After every case, so a run killed from outside (a loader that hangs a whole run
             # past `loaderspec report`'s limit) still leaves the cases it finished.
-            from conformance.harness.report import write_json
+            from loaderspec.conformance.harness.report import write_json
 
             write_json(self.report_dir, self.results(complete=False))
 
@@ -488,7 +488,7 @@ class ConformanceRun:
                 pytest.ExitCode.TESTS_FAILED if self.verdict.failed else pytest.ExitCode.OK
             )
         if self.report_dir is not None:
-            from conformance.harness.report import write_report
+            from loaderspec.conformance.harness.report import write_report
 
             write_report(self.report_dir, self.results(complete=True))
 
@@ -553,7 +553,7 @@ def _junit_names(config: pytest.Config, report: pytest.TestReport) -> None:
         return
     module, _, name = cid.partition("::")
     attrs = xml.node_reporter(report).attrs
-    attrs["classname"] = f"conformance.{module}"
+    attrs["classname"] = f"loaderspec.conformance.{module}"
     attrs["name"] = name
 
 

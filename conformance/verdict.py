@@ -16,8 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.expect import EXPECTED, FIXED
-from conformance.harness.grading import FAIL, NON_STRICT, SKIP
+from loaderspec.conformance.expect import EXPECTED, FIXED
+from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, SKIP
+
 from loaderspec.vocabulary import FAIL_ON
 
 __all__ = ["DEFAULT_POLICY", "Verdict", "verdict"]

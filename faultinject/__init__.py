@@ -31,8 +31,18 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from faultinject import driver, events, faults, limits, loaders, plan, processes, records, sandbox
-from faultinject.faults import (
+from loaderspec.faultinject import (
+    driver,
+    events,
+    faults,
+    limits,
+    loaders,
+    plan,
+    processes,
+    records,
+    sandbox,
+)
+from loaderspec.faultinject.faults import (
     EVERY,
     Die,
     Hang,
@@ -47,9 +57,9 @@ from faultinject.faults import (
     UnpicklableItem,
     UnrebuildableError,
 )
-from faultinject.limits import Unsupported
-from faultinject.records import Fetch, RecordWatch, read_fetches
-from faultinject.sandbox import SandboxReport, kill_self
+from loaderspec.faultinject.limits import Unsupported
+from loaderspec.faultinject.records import Fetch, RecordWatch, read_fetches
+from loaderspec.faultinject.sandbox import SandboxReport, kill_self
 
 __all__ = [
     "EVERY",
@@ -90,12 +100,12 @@ __all__ = [
 
 # name -> (module, attribute or None for the module itself); these import torch.
 _LAZY = {
-    "datasets": ("faultinject.datasets", None),
-    "FaultyDataset": ("faultinject.datasets", "FaultyDataset"),
-    "FaultyIterable": ("faultinject.datasets", "FaultyIterable"),
-    "collate": ("faultinject._collate", "collate"),
-    "FaultyCollate": ("faultinject._collate", "FaultyCollate"),
-    "worker_init": ("faultinject._worker_init", "worker_init"),
+    "datasets": ("loaderspec.faultinject.datasets", None),
+    "FaultyDataset": ("loaderspec.faultinject.datasets", "FaultyDataset"),
+    "FaultyIterable": ("loaderspec.faultinject.datasets", "FaultyIterable"),
+    "collate": ("loaderspec.faultinject._collate", "collate"),
+    "FaultyCollate": ("loaderspec.faultinject._collate", "FaultyCollate"),
+    "worker_init": ("loaderspec.faultinject._worker_init", "worker_init"),
 }
 
 

@@ -1,7 +1,7 @@
 """The sandbox's child side: run the target, measure what it leaked, talk to the harness.
 
 Runs in the sandbox child (forked from the harness, or a fresh interpreter started with
-`python -c "from faultinject._child import spawn_main; spawn_main()"`), after it became the leader
+`python -c "from loaderspec.faultinject._child import spawn_main; spawn_main()"`), after it became the leader
 of its own session. It sends the harness: `("started", t)` when the target is about to run,
 `("note", t, payload)` for each `note()` the target makes, `("returned", t)` when the target has
 returned or raised (what follows is measuring, which the run's deadline does not bound),
@@ -24,7 +24,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from faultinject import _wire, processes
+from loaderspec.faultinject import _wire, processes
+
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 

@@ -13,10 +13,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from loaderspec.faultinject import _fire
+from loaderspec.faultinject.faults import (
+    COLLATE_POINTS,
+    Die,
+    Raise,
+    UnloadableItem,
+    UnpicklableItem,
+)
 from torch.utils.data import default_collate
-
-from faultinject import _fire
-from faultinject.faults import COLLATE_POINTS, Die, Raise, UnloadableItem, UnpicklableItem
 
 __all__ = ["FaultyCollate", "collate"]
 

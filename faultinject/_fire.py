@@ -23,10 +23,17 @@ from pathlib import Path
 from typing import Any
 
 import torch.utils.data
+from loaderspec.faultinject import processes
+from loaderspec.faultinject.faults import (
+    Die,
+    Fault,
+    Hang,
+    Raise,
+    RaiseUnrebuildable,
+    UnrebuildableError,
+)
+from loaderspec.faultinject.records import Fetch, write_fetch
 
-from faultinject import processes
-from faultinject.faults import Die, Fault, Hang, Raise, RaiseUnrebuildable, UnrebuildableError
-from faultinject.records import Fetch, write_fetch
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 

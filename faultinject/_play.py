@@ -26,8 +26,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from faultinject import loaders, processes, records, sandbox
-from faultinject.events import (
+from loaderspec.faultinject import loaders, processes, records, sandbox
+from loaderspec.faultinject.events import (
     AliveAfterDrop,
     Awaited,
     Batch,
@@ -44,9 +44,9 @@ from faultinject.events import (
     Refused,
     Stop,
 )
-from faultinject.faults import COLLATE_POINTS, Die, Raise
-from faultinject.limits import nofile
-from faultinject.plan import MUST_BOUND_S, Await, Leave, Plan
+from loaderspec.faultinject.faults import COLLATE_POINTS, Die, Raise
+from loaderspec.faultinject.limits import nofile
+from loaderspec.faultinject.plan import MUST_BOUND_S, Await, Leave, Plan
 
 if TYPE_CHECKING:
     import torch
@@ -208,7 +208,7 @@ class _Driver:
     # ---- building
 
     def dataset(self) -> Any:
-        from faultinject.datasets import EpochIndexed, FaultyDataset, FaultyIterable
+        from loaderspec.faultinject.datasets import EpochIndexed, FaultyDataset, FaultyIterable
 
         plan = self.plan
         mine = tuple(f for f in plan.faults if getattr(f, "point", None) != "in_worker_init")
@@ -226,9 +226,9 @@ class _Driver:
     def kwargs(self) -> dict[str, Any]:
         """The loader's arguments, with the faults that fire in collate or worker_init put in
         wrappers around the user's own functions."""
-        from faultinject._collate import collate
-        from faultinject._worker_init import worker_init
-        from faultinject.datasets import EpochSampler
+        from loaderspec.faultinject._collate import collate
+        from loaderspec.faultinject._worker_init import worker_init
+        from loaderspec.faultinject.datasets import EpochSampler
 
         out = dict(self.plan.kwargs)
         if self.plan.tag_epochs and self.epoch_file is not None:

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-
-from faultinject import _fire
-from faultinject.faults import Raise
-from faultinject.records import WorkerInit, write_init
+from loaderspec.faultinject import _fire
+from loaderspec.faultinject.faults import Raise
+from loaderspec.faultinject.records import WorkerInit, write_init
 
 __all__ = ["FaultyWorkerInit", "worker_init"]
 

@@ -18,10 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, IterableDataset, Sampler
-
-from faultinject import _fire
-from faultinject.faults import (
+from loaderspec.faultinject import _fire
+from loaderspec.faultinject.faults import (
     COLLATE_POINTS,
     EVERY,
     Die,
@@ -36,7 +34,8 @@ from faultinject.faults import (
     Unpicklable,
     UnpicklableItem,
 )
-from faultinject.records import Fetch, next_epoch_hint, write_fetch
+from loaderspec.faultinject.records import Fetch, next_epoch_hint, write_fetch
+from torch.utils.data import Dataset, IterableDataset, Sampler
 
 __all__ = [
     "SHARD_STRIDE",

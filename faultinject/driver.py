@@ -22,11 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, overload
 
-from faultinject import loaders, records, sandbox
-from faultinject._play import describe, drive, flat
-from faultinject.events import Batch, Call, Error, Event, Refused, Stop
-from faultinject.plan import MUST_BOUND_S, Await, Leave, Plan
-from faultinject.sandbox import SandboxReport
+from loaderspec.faultinject import loaders, records, sandbox
+from loaderspec.faultinject._play import describe, drive, flat
+from loaderspec.faultinject.events import Batch, Call, Error, Event, Refused, Stop
+from loaderspec.faultinject.plan import MUST_BOUND_S, Await, Leave, Plan
+from loaderspec.faultinject.sandbox import SandboxReport
 
 __all__ = [
     "MUST_BOUND_S",
@@ -89,7 +89,7 @@ class Run:
 def _probe_dataset(plan: Plan) -> Any:
     """A dataset of the plan's shape (map-style or iterable, its length), without faults or
     records: what a loader's `loaderspec_unsupported` is shown before anything starts."""
-    from faultinject.datasets import FaultyDataset, FaultyIterable
+    from loaderspec.faultinject.datasets import FaultyDataset, FaultyIterable
 
     return FaultyDataset(plan.n) if plan.shards is None else FaultyIterable(plan.shards)
 

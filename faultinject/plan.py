@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from faultinject.faults import Fault
+from loaderspec.faultinject.faults import Fault
 
 __all__ = ["MUST_BOUND_S", "Await", "Leave", "Plan"]
 

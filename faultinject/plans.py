@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from faultinject.faults import EVERY, Die, Fault, Sleep
-from faultinject.plan import Await, Leave, Plan
+from loaderspec.faultinject.faults import EVERY, Die, Fault, Sleep
+from loaderspec.faultinject.plan import Await, Leave, Plan
 
 __all__ = ["WORKER_STATES", "parent_dies_while"]
 

@@ -33,13 +33,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loaderspec.faultinject import _wire, loaders, processes, sandbox
+from loaderspec.faultinject.datasets import FaultyDataset
+from loaderspec.faultinject.driver import MUST_BOUND_S, flat
+from loaderspec.faultinject.sandbox import SandboxReport
 from torch.utils.data import IterableDataset, get_worker_info
 from torch.utils.data.distributed import DistributedSampler
 
-from faultinject import _wire, loaders, processes, sandbox
-from faultinject.datasets import FaultyDataset
-from faultinject.driver import MUST_BOUND_S, flat
-from faultinject.sandbox import SandboxReport
 from loaderspec import tracewriter
 from loaderspec.vocabulary import TRACE_DIR_ENV
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from faultinject import _jsonl
+from loaderspec.faultinject import _jsonl
 
 __all__ = [
     "Fetch",

@@ -30,13 +30,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from loaderspec.faultinject import _fire, loaders, sandbox
+from loaderspec.faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
+from loaderspec.faultinject.driver import MUST_BOUND_S, flat
+from loaderspec.faultinject.faults import Raise
+from loaderspec.faultinject.sandbox import SandboxReport
 from torch.utils.data import IterableDataset
-
-from faultinject import _fire, loaders, sandbox
-from faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
-from faultinject.driver import MUST_BOUND_S, flat
-from faultinject.faults import Raise
-from faultinject.sandbox import SandboxReport
 
 __all__ = ["Cut", "ResumePlan", "ResumeRun", "StatefulShards", "run"]
 

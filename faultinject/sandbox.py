@@ -44,8 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import psutil
-
-from faultinject import _child, _wire, processes
+from loaderspec.faultinject import _child, _wire, processes
 
 __all__ = [
     "SandboxError",
@@ -368,7 +367,11 @@ class _Run:
                     os._exit(code)
             self.pid = pid
         else:
-            cmd = [sys.executable, "-c", "from faultinject._child import spawn_main; spawn_main()"]
+            cmd = [
+                sys.executable,
+                "-c",
+                "from loaderspec.faultinject._child import spawn_main; spawn_main()",
+            ]
             proc = subprocess.Popen(
                 [*cmd, str(msg_w), str(ack_r)],
                 pass_fds=(msg_w, ack_r),

@@ -3,7 +3,7 @@
 Loaded in every pytest session of an environment where loaderspec is installed, so it imports
 nothing outside the ``loaderspec`` name and the standard library, and is silent unless the
 session is a conformance run: one of the ``--conformance-*`` options (or ``--loader``) was given,
-or a collected path lies inside the suite's ``conformance`` package, or ``--pyargs conformance``.
+or a collected path lies inside the suite's ``conformance`` package, or ``--pyargs loaderspec.conformance``.
 Only then does it make the suite's packages importable (``loaderspec.suite``) and hand the run
 to ``conformance.plugin``, which imports the loader and grades the cases.
 
@@ -147,7 +147,7 @@ def pytest_configure(config: pytest.Config) -> None:
         suite.activate()
     except suite.SuiteClashError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from conformance import plugin
+    from loaderspec.conformance import plugin
 
     plugin.start(config)
     from loaderspec import suitetrace

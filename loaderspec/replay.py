@@ -24,11 +24,11 @@ from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV, TRACE_DIR_ENV
 
 suite.activate()  # the driver is the suite's (inside loaderspec/_suite in an installed wheel)
 
-from faultinject import loaders  # noqa: E402
-from faultinject.datasets import Wide  # noqa: E402
-from faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
+from loaderspec.faultinject import loaders  # noqa: E402
+from loaderspec.faultinject.datasets import Wide  # noqa: E402
+from loaderspec.faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
 
-REFERENCE = "reference:DataLoader"
+REFERENCE = "loaderspec.reference:DataLoader"
 # Timeouts in schedules: long enough that a loaded CI machine does not time out by accident,
 # short enough that a hang costs little.
 TIMEOUT_S = 1.0
@@ -131,7 +131,7 @@ def plan_of(schedule: Schedule, trace_dir: Path | None = None) -> Plan:
     if not schedule.in_order:
         kwargs["in_order"] = False
     if any(type(f).__name__ in _PASS_THROUGH_COLLATE for f in schedule.faults):
-        from faultinject import collate
+        from loaderspec.faultinject import collate
 
         kwargs["collate_fn"] = collate()  # the put or the read fails, not collate
     leave: dict[int, Leave] = {}

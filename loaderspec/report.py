@@ -1,6 +1,6 @@
 """`loaderspec report`: run the conformance suite once per loader and write the outcome matrix.
 
-Each loader runs in its own ``pytest --pyargs conformance`` subprocess (bounded; on timeout it and
+Each loader runs in its own ``pytest --pyargs loaderspec.conformance`` subprocess (bounded; on timeout it and
 its descendants are killed by pid), which writes ``OUT/<loader>/report.json``, ``report.md`` and
 ``report.html`` (an earlier run's are removed first: a run that fails to start shows no old
 results); this module then writes ``OUT/matrix.json``, ``matrix.md`` and ``matrix.html``
@@ -24,15 +24,15 @@ from typing import Any
 
 from loaderspec.vocabulary import FAIL_ON, LOADER_OPTION
 
-DEFAULT_LOADERS = ("reference:DataLoader", "torch.utils.data:DataLoader")
+DEFAULT_LOADERS = ("loaderspec.reference:DataLoader", "torch.utils.data:DataLoader")
 # Adapters, listed when the package they adapt is importable: (loader, package).
 OPTIONAL_LOADERS = (
-    ("conformance.adapters.torchdata:Loader", "torchdata"),
-    ("conformance.adapters.torchdata_nodes:ThreadLoader", "torchdata"),
-    ("conformance.adapters.torchdata_nodes:ProcessLoader", "torchdata"),
-    ("conformance.adapters.spdl:Loader", "spdl"),
-    ("conformance.adapters.grain:Loader", "grain"),
-    ("conformance.adapters.paddle:Loader", "paddle"),
+    ("loaderspec.conformance.adapters.torchdata:Loader", "torchdata"),
+    ("loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader", "torchdata"),
+    ("loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader", "torchdata"),
+    ("loaderspec.conformance.adapters.spdl:Loader", "spdl"),
+    ("loaderspec.conformance.adapters.grain:Loader", "grain"),
+    ("loaderspec.conformance.adapters.paddle:Loader", "paddle"),
 )
 RUN_TIMEOUT_S = 900.0
 
@@ -119,7 +119,7 @@ def load_results(path: Path) -> dict[str, Any]:
     """A report.json; one written before case ids existed gets them (``conformance.ids``'
     aliases of its node ids) and the issues its cases guard against, so that old and new
     reports share the matrix's rows and notes."""
-    from conformance import catalog, ids
+    from loaderspec.conformance import catalog, ids
 
     results = json.loads(path.read_text())
     for case in results.get("cases", []):
@@ -139,11 +139,11 @@ def run_one(
     loader: str, out: Path, quick: bool, timeout_s: float, fail_on: str = "must"
 ) -> dict[str, Any] | None:
     """Run the suite against ``loader`` into ``out``; its results, or None if it produced none."""
-    from faultinject import processes  # imports psutil: only when a report is made
+    from loaderspec.faultinject import processes  # imports psutil: only when a report is made
 
     for name in REPORT_FILES:
         (out / name).unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "conformance"]
+    cmd = [sys.executable, "-m", "pytest", "--pyargs", "loaderspec.conformance"]
     cmd += [f"{LOADER_OPTION}={loader}", f"--conformance-fail-on={fail_on}"]
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     """Run every loader, write the matrix, print it; 1 if a loader fails the exit policy. A
     matrix with a run that left no complete report is written (it marks that run incomplete)
     but not printed: its counts would read as that loader's grades."""
-    from conformance.harness.matrix import write_matrix
+    from loaderspec.conformance.harness.matrix import write_matrix
 
     loaders = args.loader or default_loaders()
     results = {

@@ -25,8 +25,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from faultinject.events import Error
-from faultinject.faults import Hang
+from loaderspec.faultinject.events import Error
+from loaderspec.faultinject.faults import Hang
 from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
 from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
@@ -161,7 +161,7 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
 def _fault(action: Action, before: dict[str, Any], worker: Any) -> Any:
     """The faultinject fault for a fault step of ``worker``: at the task it takes next, or (an
     idle worker with nothing queued, or one busy putting) at the task it holds / got first."""
-    from faultinject.faults import Die, DiePoint, Raise
+    from loaderspec.faultinject.faults import Die, DiePoint, Raise
 
     task = _head_task(before, worker)
     point: DiePoint = "before_fetch"
@@ -179,14 +179,14 @@ def _fault(action: Action, before: dict[str, Any], worker: Any) -> Any:
 def _item_fault(action: Action, task: int) -> Any:
     """The faultinject fault whose item makes the put (FaultPutError) or the read
     (FaultRecvError, FaultPinDeath) of task ``task``'s result fail."""
-    from faultinject.faults import Unloadable, Unpicklable
+    from loaderspec.faultinject.faults import Unloadable, Unpicklable
 
     return Unpicklable(at=task) if action is A.FAULT_PUT_ERROR else Unloadable(at=task)
 
 
 def _slow(task: int) -> Any:
     """A fetch that outlasts the timeout (a timeout without a hang)."""
-    from faultinject.faults import Sleep
+    from loaderspec.faultinject.faults import Sleep
 
     return Sleep(at=max(0, task), seconds=TIMEOUT_S * 1.5, once=True)
 
@@ -243,7 +243,7 @@ def _expected_items(s: Schedule) -> set[int]:
     """The items a map-style epoch of ``s`` hands out when it ends in StopIteration: all but the
     batches whose fetch raised an injected error, or whose put failed and sent its error in
     their place (sequential sampler)."""
-    from faultinject.faults import Raise, RaiseUnrebuildable, Unpicklable
+    from loaderspec.faultinject.faults import Raise, RaiseUnrebuildable, Unpicklable
 
     raised = {
         f.at // s.batch_size
@@ -265,9 +265,9 @@ def violations(replay: Replay) -> list[str]:
     where asked (InOrderDelivery), injected errors raised in their place. SHOULD-level
     deviations (NON-STRICT) are not violations.
     """
-    from conformance.harness import checks
-    from conformance.harness.grading import Grade
-    from faultinject.faults import Die
+    from loaderspec.conformance.harness import checks
+    from loaderspec.conformance.harness.grading import Grade
+    from loaderspec.faultinject.faults import Die
 
     s, r = replay.schedule, replay.run
     grade = Grade(collect=True)

@@ -87,7 +87,7 @@ class SuiteTracing:
     def pytest_runtest_protocol(
         self, item: pytest.Item, nextitem: pytest.Item | None
     ) -> Generator[None, object, object]:
-        from conformance import ids  # the suite's, active in a conformance run
+        from loaderspec.conformance import ids  # the suite's, active in a conformance run
 
         with tracewriter.trace_to(case_dir(self.root, ids.of_item(item))):
             return (yield)

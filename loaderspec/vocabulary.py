@@ -563,5 +563,5 @@ LOADER_ENV = "LOADERSPEC_LOADER"
 LOADER_OPTION = "--conformance-loader"
 LOADER_SHORT_OPTION = "--loader"  # only where no other plugin or conftest defines --loader
 LOADER_INI = "loaderspec_loader"
-DEFAULT_LOADER = "reference:DataLoader"
+DEFAULT_LOADER = "loaderspec.reference:DataLoader"
 FAIL_ON = ("must", "should", "never")  # the first is the default

@@ -1,4 +1,4 @@
-"""The reference loader: ``from reference import DataLoader``: torch 2.13 API, spec protocol.
+"""The reference loader: ``from loaderspec.reference import DataLoader``: torch 2.13 API, spec protocol.
 
 ``reference.core`` is the protocol as a pure state machine, ``reference.loop`` the one loop that
 runs it, ``reference.shell`` the processes and pipes it runs on. Trace records go through
@@ -16,7 +16,7 @@ from typing import Any
 
 __all__ = ["DataLoader", "get_worker_info"]
 
-_LAZY = {"DataLoader": "reference.loader", "get_worker_info": "torch.utils.data"}
+_LAZY = {"DataLoader": "loaderspec.reference.loader", "get_worker_info": "torch.utils.data"}
 
 
 def __getattr__(name: str) -> Any:

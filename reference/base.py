@@ -15,11 +15,16 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import torch
+from loaderspec.reference.checkpoint import (
+    EpochProgress,
+    SamplerCursor,
+    start_fetcher,
+    worker_starts,
+)
 from torch.utils.data import _DatasetKind
 from torch.utils.data._utils import pin_memory as torch_pin_memory
 
 from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV
-from reference.checkpoint import EpochProgress, SamplerCursor, start_fetcher, worker_starts
 
 
 class LoaderOptions(Protocol):

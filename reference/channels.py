@@ -23,9 +23,9 @@ from collections import deque
 from multiprocessing.connection import Connection
 from typing import Any
 
-from reference import wire
-from reference.arena import MainArena
-from reference.messages import Arrived, Event, Exited, RecvFailed, Result
+from loaderspec.reference import wire
+from loaderspec.reference.arena import MainArena
+from loaderspec.reference.messages import Arrived, Event, Exited, RecvFailed, Result
 
 
 class Receiver:

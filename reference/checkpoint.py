@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
-    from reference.core import ProtocolCore
+    from loaderspec.reference.core import ProtocolCore
 
 VERSION = 1
 MAP, ITERABLE = "map", "iterable"

@@ -15,6 +15,16 @@ from math import ceil
 from typing import Any, Generic, TypeVar
 
 import torch
+from loaderspec.reference.base import BaseIter, SingleProcessIter
+from loaderspec.reference.checkpoint import (
+    ITERABLE,
+    MAP,
+    EpochProgress,
+    check_state,
+    fresh_state,
+    is_stateful,
+)
+from loaderspec.reference.shell import MultiProcessingIter
 from torch.utils.data import (
     BatchSampler,
     Dataset,
@@ -27,17 +37,6 @@ from torch.utils.data import (
 from torch.utils.data import DataLoader as _TorchDataLoader
 from torch.utils.data._utils import collate as torch_collate
 from torch.utils.data.dataloader import _InfiniteConstantSampler
-
-from reference.base import BaseIter, SingleProcessIter
-from reference.checkpoint import (
-    ITERABLE,
-    MAP,
-    EpochProgress,
-    check_state,
-    fresh_state,
-    is_stateful,
-)
-from reference.shell import MultiProcessingIter
 
 T_co = TypeVar("T_co", covariant=True)
 

@@ -18,10 +18,15 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from loaderspec import tracewriter
-from loaderspec.vocabulary import CORE_METHOD, Action
-from reference.core import OBSERVED_FAULT_METHOD, Delivery, Failure, ProtocolCore, Request, Step
-from reference.messages import (
+from loaderspec.reference.core import (
+    OBSERVED_FAULT_METHOD,
+    Delivery,
+    Failure,
+    ProtocolCore,
+    Request,
+    Step,
+)
+from loaderspec.reference.messages import (
     RESUME,
     SENTINEL,
     Arrived,
@@ -35,7 +40,10 @@ from reference.messages import (
     TimedOut,
     Traced,
 )
-from reference.worker_core import WORKER_METHOD, WorkerCore
+from loaderspec.reference.worker_core import WORKER_METHOD, WorkerCore
+
+from loaderspec import tracewriter
+from loaderspec.vocabulary import CORE_METHOD, Action
 
 
 class IteratorFailed(Exception):

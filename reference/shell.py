@@ -42,20 +42,14 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import torch
-from torch._utils import ExceptionWrapper
-from torch.utils.data import _DatasetKind
-from torch.utils.data._utils import pin_memory as torch_pin_memory
-
-from loaderspec import tracewriter
-from loaderspec.vocabulary import Action
-from reference import loop, wire
-from reference.arena import MainArena
-from reference.arena import available as arena_available
-from reference.base import BaseIter, LoaderOptions
-from reference.channels import Receiver
-from reference.checkpoint import worker_starts
-from reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
-from reference.messages import (
+from loaderspec.reference import loop, wire
+from loaderspec.reference.arena import MainArena
+from loaderspec.reference.arena import available as arena_available
+from loaderspec.reference.base import BaseIter, LoaderOptions
+from loaderspec.reference.channels import Receiver
+from loaderspec.reference.checkpoint import worker_starts
+from loaderspec.reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
+from loaderspec.reference.messages import (
     TRACE_ORDER_WAIT_S,
     Arrived,
     Event,
@@ -69,7 +63,13 @@ from reference.messages import (
     WorkerChannels,
     WorkerConfig,
 )
-from reference.worker import worker_loop
+from loaderspec.reference.worker import worker_loop
+from torch._utils import ExceptionWrapper
+from torch.utils.data import _DatasetKind
+from torch.utils.data._utils import pin_memory as torch_pin_memory
+
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
 
 # Graceful exit after the sentinel. An idle worker needs about a millisecond; one still busy
 # after this is stuck or slow, and is terminated (torch waits 5 s for it). After a failure

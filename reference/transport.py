@@ -62,8 +62,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
-
-from reference.arena import MainArena, WorkerArena
+from loaderspec.reference.arena import MainArena, WorkerArena
 
 __all__ = [
     "OOB_THRESHOLD",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from multiprocessing.connection import Connection
 from typing import Any
 
-from reference import transport
-from reference.arena import MainArena, WorkerArena
+from loaderspec.reference import transport
+from loaderspec.reference.arena import MainArena, WorkerArena
 
 
 def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:

@@ -34,19 +34,12 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 import torch
-from torch._utils import ExceptionWrapper
-from torch.utils.data import _DatasetKind
-from torch.utils.data._utils import HAS_NUMPY, signal_handling
-from torch.utils.data._utils import worker as torch_worker
-
-from loaderspec import tracewriter
-from loaderspec.vocabulary import Action
-from reference import wire
-from reference.arena import WorkerArena, small_batches_private
-from reference.checkpoint import start_fetcher
-from reference.core import Kind, Step
-from reference.loop import take
-from reference.messages import (
+from loaderspec.reference import wire
+from loaderspec.reference.arena import WorkerArena, small_batches_private
+from loaderspec.reference.checkpoint import start_fetcher
+from loaderspec.reference.core import Kind, Step
+from loaderspec.reference.loop import take
+from loaderspec.reference.messages import (
     RESUME,
     SENTINEL,
     TRACE_ORDER_WAIT_S,
@@ -56,7 +49,14 @@ from reference.messages import (
     WorkerChannels,
     WorkerConfig,
 )
-from reference.worker_core import WorkerCore
+from loaderspec.reference.worker_core import WorkerCore
+from torch._utils import ExceptionWrapper
+from torch.utils.data import _DatasetKind
+from torch.utils.data._utils import HAS_NUMPY, signal_handling
+from torch.utils.data._utils import worker as torch_worker
+
+from loaderspec import tracewriter
+from loaderspec.vocabulary import Action
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # glibc's mallopt(3) parameters, and the values its own dynamic threshold ends at once the

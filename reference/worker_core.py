@@ -29,9 +29,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from loaderspec.reference.core import Kind, ProtocolViolation, Step
+from loaderspec.reference.messages import (
+    NO_TASK,
+    RESUME,
+    SENTINEL,
+    IndexMessage,
+    Origin,
+    Result,
+    Task,
+)
+
 from loaderspec.vocabulary import WORKER_STATE_ACTIONS, Action
-from reference.core import Kind, ProtocolViolation, Step
-from reference.messages import NO_TASK, RESUME, SENTINEL, IndexMessage, Origin, Result, Task
 
 _A = Action
 _FETCH, _PUT = _A.WORKER_FETCH, _A.WORKER_PUT

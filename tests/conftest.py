@@ -5,8 +5,7 @@ from __future__ import annotations
 import gc
 
 import pytest
-
-from faultinject import processes
+from loaderspec.faultinject import processes
 
 
 @pytest.fixture

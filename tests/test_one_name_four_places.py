@@ -68,7 +68,7 @@ def test_every_action_is_a_spec_action():
 
 
 def test_every_checkpoint_action_is_a_step_of_its_spec_and_a_loader_method():
-    from reference import DataLoader
+    from loaderspec.reference import DataLoader
 
     spec = ROOT / "spec" / f"{CHECKPOINT_MODULE}.tla"
     _require(spec)
@@ -78,7 +78,9 @@ def test_every_checkpoint_action_is_a_step_of_its_spec_and_a_loader_method():
         assert action in defined, f"{spec.name} defines no action named {action}"
         used = len(re.findall(rf"\b{action}\b", text))
         assert used >= 2, f"{action} is defined but never a step of Next"
-        assert callable(getattr(DataLoader, method, None)), f"reference.DataLoader.{method}"
+        assert callable(getattr(DataLoader, method, None)), (
+            f"loaderspec.reference.DataLoader.{method}"
+        )
 
 
 def test_every_action_has_its_iflogged_wrapper():
@@ -88,7 +90,7 @@ def test_every_action_has_its_iflogged_wrapper():
 
 
 def test_every_main_action_has_its_core_method():
-    from reference.core import ProtocolCore
+    from loaderspec.reference.core import ProtocolCore
 
     missing = missing_core_methods(ProtocolCore)
     assert not missing, f"no core method for {missing}"
@@ -206,7 +208,7 @@ def test_a_wrapper_removed_or_left_out_of_tracenext_is_reported(tmp_path):
 
 
 def test_a_core_method_removed_is_reported():
-    from reference.core import ProtocolCore
+    from loaderspec.reference.core import ProtocolCore
 
     class Crippled(ProtocolCore):
         # The broken core: an action method removed on purpose.

@@ -39,7 +39,7 @@ except ImportError as exc:  # an optional extra
         "conformance.adapters.grain needs grain: pip install 'loaderspec[grain]'"
     ) from exc
 
-from conformance.adapters._front import (
+from loaderspec.conformance.adapters._front import (
     Adapter,
     Fetch,
     Limit,

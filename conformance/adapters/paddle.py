@@ -40,17 +40,16 @@ except ImportError as exc:  # an optional extra
     raise ImportError(
         "conformance.adapters.paddle needs paddlepaddle: pip install 'loaderspec[paddle]'"
     ) from exc
-from torch.utils.data import DataLoader as TorchDataLoader
-from torch.utils.data import IterableDataset
-from torch.utils.data._utils import worker as _torch_worker
-
-from conformance.adapters._front import (
+from loaderspec.conformance.adapters._front import (
     Adapter,
     Limit,
     draw_base_seed,
     given,
     start_method,
 )
+from torch.utils.data import DataLoader as TorchDataLoader
+from torch.utils.data import IterableDataset
+from torch.utils.data._utils import worker as _torch_worker
 
 __all__ = ["Loader"]
 

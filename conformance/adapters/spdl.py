@@ -29,7 +29,7 @@ except ImportError as exc:  # an optional extra
         "conformance.adapters.spdl needs spdl: pip install 'loaderspec[spdl]'"
     ) from exc
 
-from conformance.adapters._front import Adapter, Limit, given, is_iterable
+from loaderspec.conformance.adapters._front import Adapter, Limit, given, is_iterable
 
 __all__ = ["Loader"]
 

@@ -47,7 +47,7 @@ except ImportError as exc:  # an optional extra
         "conformance.adapters.torchdata_nodes needs torchdata: pip install 'loaderspec[torchdata]'"
     ) from exc
 
-from conformance.adapters._front import (
+from loaderspec.conformance.adapters._front import (
     Adapter,
     Fetch,
     Limit,

@@ -7,9 +7,8 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, kwargs
-from conformance.harness.resume import (
+from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     HANDED_OUT,
     Cut,

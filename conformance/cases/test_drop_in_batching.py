@@ -5,10 +5,9 @@ and a seeded generator's order (ExactlyOnce; the order a drop-in's SHOULD)."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, checks, kwargs, play
-from conformance.harness.batching import Config, compare
-from faultinject.events import Len, Stop
+from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.conformance.harness.batching import Config, compare
+from loaderspec.faultinject.events import Len, Stop
 
 PROP = "ExactlyOnce"
 

@@ -7,11 +7,16 @@ import math
 
 import pytest
 from hypothesis import strategies as st
-
-from conformance.harness import Grade, Plan, checks, kwargs, play
-from conformance.harness.batching import MORE_PICKS, QUICK_PICKS, Config, compare, configs
-from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
-from faultinject.events import Len, Stop
+from loaderspec.conformance.harness import Grade, Plan, checks, kwargs, play
+from loaderspec.conformance.harness.batching import (
+    MORE_PICKS,
+    QUICK_PICKS,
+    Config,
+    compare,
+    configs,
+)
+from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
+from loaderspec.faultinject.events import Len, Stop
 
 PROP = "ExactlyOnce"
 

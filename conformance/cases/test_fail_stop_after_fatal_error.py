@@ -5,8 +5,7 @@ StopIteration."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     NO_WORKER_TO_KILL,
     Await,
     Die,

@@ -7,11 +7,17 @@ raises, it does not hand out the rest of the epoch as if nothing was lost, nor h
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, accelerator, checks, kwargs, needs_worker_processes, play
-from faultinject.driver import Run
-from faultinject.events import Error
-from faultinject.faults import Unloadable
+from loaderspec.conformance.harness import (
+    Grade,
+    accelerator,
+    checks,
+    kwargs,
+    needs_worker_processes,
+    play,
+)
+from loaderspec.faultinject.driver import Run
+from loaderspec.faultinject.events import Error
+from loaderspec.faultinject.faults import Unloadable
 
 PROP = "NoSilentLoss"
 NO_READ = "a thread worker's result is handed over as an object, never read back from bytes"

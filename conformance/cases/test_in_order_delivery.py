@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, SkewWorker, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, SkewWorker, checks, kwargs, play
 
 PROP = "InOrderDelivery"
 

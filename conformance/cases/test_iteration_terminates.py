@@ -7,8 +7,7 @@ import re
 from typing import Literal
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     EVERY,
     Grade,
     Hang,
@@ -22,7 +21,7 @@ from conformance.harness import (
     kwargs,
     play,
 )
-from faultinject.events import Call, Error, Stop
+from loaderspec.faultinject.events import Call, Error, Stop
 
 PROP = "IterationTerminates"
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, checks, kwargs, play
-from faultinject.events import Stop
+from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.faultinject.events import Stop
 
 PROP = "NoDeadlock"
 

@@ -4,9 +4,8 @@ iter() starts the next epoch: next() after the end raises StopIteration again.""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, Hang, checks, kwargs, play
-from faultinject.events import Batch, Error, Stop
+from loaderspec.conformance.harness import Grade, Hang, checks, kwargs, play
+from loaderspec.faultinject.events import Batch, Error, Stop
 
 PROP = "NoDeliveryAfterShutdown"
 

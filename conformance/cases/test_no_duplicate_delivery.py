@@ -4,8 +4,7 @@ mode."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, SkewWorker, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, SkewWorker, checks, kwargs, play
 
 PROP = "NoDuplicateDelivery"
 

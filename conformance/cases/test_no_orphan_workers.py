@@ -4,8 +4,7 @@ ones included."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     EVERY,
     MUST_BOUND_S,
     Await,
@@ -18,8 +17,8 @@ from conformance.harness import (
     play,
     workers,
 )
-from faultinject.events import Awaited
-from faultinject.plans import BUSY_S, WorkerState, parent_dies_while
+from loaderspec.faultinject.events import Awaited
+from loaderspec.faultinject.plans import BUSY_S, WorkerState, parent_dies_while
 
 PROP = "NoOrphanWorkers"
 

@@ -5,8 +5,7 @@ luck (the later batches are ready long before the late one)."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, SkewWorker, Sleep, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, SkewWorker, Sleep, checks, kwargs, play
 
 PROP = "InOrderDelivery"
 LATE_S = 2.0  # the first batch's delay: > 10 x any stall threshold worth having

@@ -4,10 +4,9 @@ StopIteration) was handed out, as its batch or its error, or retired by its work
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import MUST_BOUND_S, Die, Grade, checks, kwargs, play, workers
-from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
-from conformance.harness.schedules import DEADLINE_S, Schedule, judge, picks, schedules
+from loaderspec.conformance.harness import MUST_BOUND_S, Die, Grade, checks, kwargs, play, workers
+from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
+from loaderspec.conformance.harness.schedules import DEADLINE_S, Schedule, judge, picks, schedules
 
 PROP = "NoSilentLoss"
 

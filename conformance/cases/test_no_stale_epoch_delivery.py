@@ -4,8 +4,7 @@ later one."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, Leave, SkewWorker, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, Leave, SkewWorker, checks, kwargs, play
 
 PROP = "NoStaleEpochDelivery"
 

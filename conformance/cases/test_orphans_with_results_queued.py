@@ -6,9 +6,18 @@ does."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import EVERY, MUST_BOUND_S, Await, Die, Grade, Leave, Plan, checks, play
-from conformance.harness import workers as worker_kind
+from loaderspec.conformance.harness import (
+    EVERY,
+    MUST_BOUND_S,
+    Await,
+    Die,
+    Grade,
+    Leave,
+    Plan,
+    checks,
+    play,
+)
+from loaderspec.conformance.harness import workers as worker_kind
 
 PROP = "NoOrphanWorkers"
 

@@ -5,8 +5,7 @@ epochs makes the next epoch raise or complete, never hang (WorkerDeathRaises).""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     NO_WORKER_TO_KILL,
     Grade,
     Leave,
@@ -15,8 +14,8 @@ from conformance.harness import (
     needs_worker_processes,
     play,
 )
-from faultinject.driver import Run
-from faultinject.events import Error, Stop
+from loaderspec.faultinject.driver import Run
+from loaderspec.faultinject.events import Error, Stop
 
 SHARD = 1_000_000  # FaultyIterable: item k of shard w is w * SHARD + k
 

@@ -4,9 +4,16 @@ worker is told to exit."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, Leave, accelerator, checks, kwargs, play, shutdown_s
-from faultinject.events import Batch
+from loaderspec.conformance.harness import (
+    Grade,
+    Leave,
+    accelerator,
+    checks,
+    kwargs,
+    play,
+    shutdown_s,
+)
+from loaderspec.faultinject.events import Batch
 
 PROP = "PinThreadExitsFirst"
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from conformance.harness import Grade, Leave, Run, checks, play
+from loaderspec.conformance.harness import Grade, Leave, Run, checks, play
 
 PROP = "PrefetchBound"
 STEPS = 6  # batches consumed, slowly

@@ -9,8 +9,7 @@ and how long a batch already made waits to be handed out.
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     Die,
     Grade,
     Leave,
@@ -21,7 +20,7 @@ from conformance.harness import (
     needs_worker_processes,
     play,
 )
-from faultinject.events import Batch, Error
+from loaderspec.faultinject.events import Batch, Error
 
 PROP = "PromptFaultHandling"
 BUSY_S = 0.3  # how long the worker works on the item before it dies

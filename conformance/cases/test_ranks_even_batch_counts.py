@@ -10,9 +10,8 @@ NCCL's 30-minute timeout, and the case FAILs naming the ranks and their counts
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, kwargs
-from conformance.harness.ranks import (
+from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness.ranks import (
     EVEN,
     PARTITION,
     RankPlan,

@@ -9,9 +9,8 @@ or 3 ranks at once, each a process of a gloo group over loopback, with a real al
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, kwargs
-from conformance.harness.ranks import (
+from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness.ranks import (
     EVEN,
     PARTITION,
     PERMUTATION,

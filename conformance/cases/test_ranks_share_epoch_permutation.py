@@ -7,9 +7,8 @@ Checked by the suite only, on a gloo group of ranks (`conformance.harness.ranks`
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, kwargs
-from conformance.harness.ranks import (
+from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness.ranks import (
     EVEN,
     PARTITION,
     PERMUTATION,

@@ -8,10 +8,9 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, Raise, kwargs
-from conformance.harness.drawn import QUICK_EXAMPLES, check_drawn
-from conformance.harness.resume import (
+from loaderspec.conformance.harness import Grade, Raise, kwargs
+from loaderspec.conformance.harness.drawn import QUICK_EXAMPLES, check_drawn
+from loaderspec.conformance.harness.resume import (
     ADVANCES,
     EQUIVALENCE,
     HANDED_OUT,

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     EVERY,
     NO_WORKER_TO_KILL,
     Await,
@@ -25,7 +24,7 @@ from conformance.harness import (
     play,
     shutdown_s,
 )
-from faultinject.events import Dropped, Error, LoaderDropped
+from loaderspec.faultinject.events import Dropped, Error, LoaderDropped
 
 PROP = "ShutdownCompletes"
 

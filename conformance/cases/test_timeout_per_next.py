@@ -4,9 +4,8 @@ user who takes time between next() calls (a training step), where every next() i
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, checks, kwargs, play
-from faultinject.events import Error, Stop
+from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.faultinject.events import Error, Stop
 
 PROP = "IterationTerminates"
 

@@ -4,8 +4,7 @@ protocol: its worker_info, its seed, the worker_init_fn call."""
 from __future__ import annotations
 
 import pytest
-
-from conformance.harness import Grade, checks, kwargs, play, workers
+from loaderspec.conformance.harness import Grade, checks, kwargs, play, workers
 
 PROP = "TypeOK"
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import signal
 
 import pytest
-
-from conformance.harness import (
+from loaderspec.conformance.harness import (
     EVERY,
     NO_WORKER_TO_KILL,
     Await,

@@ -11,9 +11,9 @@ Faults are faultinject's (`faultinject.faults`). See docs/conformance.md, "Writi
 
 from __future__ import annotations
 
-from conformance.harness import accelerator, checks
-from conformance.harness.grading import MUST_BOUND_S, SHOULD_BOUND_S, Grade
-from conformance.harness.scenario import (
+from loaderspec.conformance.harness import accelerator, checks
+from loaderspec.conformance.harness.grading import MUST_BOUND_S, SHOULD_BOUND_S, Grade
+from loaderspec.conformance.harness.scenario import (
     DEADLINE_S,
     NO_WORKER_TO_KILL,
     THREAD_HANG_S,
@@ -24,9 +24,9 @@ from conformance.harness.scenario import (
     shutdown_s,
     workers,
 )
-from faultinject.datasets import Tensors, Wide
-from faultinject.driver import Await, Leave, Plan, Run
-from faultinject.faults import (
+from loaderspec.faultinject.datasets import Tensors, Wide
+from loaderspec.faultinject.driver import Await, Leave, Plan, Run
+from loaderspec.faultinject.faults import (
     EVERY,
     Die,
     Hang,

@@ -32,12 +32,11 @@ from typing import Any
 
 import torch
 from hypothesis import strategies as st
+from loaderspec.conformance.harness.grading import Grade
+from loaderspec.faultinject.datasets import FaultyDataset, FaultyIterable
+from loaderspec.faultinject.driver import Leave, Plan, Run, describe
+from loaderspec.faultinject.events import Error, Len, Stop
 from torch.utils.data import DataLoader as TorchLoader
-
-from conformance.harness.grading import Grade
-from faultinject.datasets import FaultyDataset, FaultyIterable
-from faultinject.driver import Leave, Plan, Run, describe
-from faultinject.events import Error, Len, Stop
 
 __all__ = [
     "DROP_IN_ORDER",

@@ -13,9 +13,9 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from conformance.harness.grading import MUST_BOUND_S, PROMPT, SHOULD_BOUND_S, Grade
-from faultinject.driver import Run
-from faultinject.events import (
+from loaderspec.conformance.harness.grading import MUST_BOUND_S, PROMPT, SHOULD_BOUND_S, Grade
+from loaderspec.faultinject.driver import Run
+from loaderspec.faultinject.events import (
     AliveAfterDrop,
     Batch,
     Call,

@@ -26,8 +26,7 @@ from hypothesis import HealthCheck, Phase, given, reject, settings
 from hypothesis import errors as hypothesis_errors
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
-
-from faultinject.driver import Run
+from loaderspec.faultinject.driver import Run
 
 __all__ = ["MORE_EXAMPLES", "QUICK_EXAMPLES", "SHRINK_S", "check_drawn", "played"]
 

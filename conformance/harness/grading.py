@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from loaderspec.faultinject.driver import MUST_BOUND_S
 
-from faultinject.driver import MUST_BOUND_S
 from loaderspec.vocabulary import Level, property_named
 
 __all__ = [

@@ -18,9 +18,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from conformance.catalog import issue_segments
-from conformance.harness.grading import FAIL, NON_STRICT, PASS
-from conformance.harness.report import COLORS, STYLE, counted_under, counts, page
+from loaderspec.conformance.catalog import issue_segments
+from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, PASS
+from loaderspec.conformance.harness.report import COLORS, STYLE, counted_under, counts, page
+
 from loaderspec.vocabulary import PROPERTIES
 
 __all__ = [
@@ -46,7 +47,7 @@ def short_name(loader: str) -> str:
     """A loader's column title: ``reference``, ``torch``, or an adapter's module name (with its
     class where the module has several loaders: ``torchdata_nodes.ThreadLoader``)."""
     module, _, cls = loader.partition(":")
-    if module.startswith("conformance.adapters."):
+    if module.startswith("loaderspec.conformance.adapters."):
         name = module.rsplit(".", 1)[1]
         return name if cls in ("", "Loader") else f"{name}.{cls}"
     return module.split(".", 1)[0]

@@ -26,11 +26,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
-from conformance.harness import checks
-from conformance.harness.grading import MUST_BOUND_S, Grade, fail
-from faultinject import ranks
-from faultinject.ranks import RankPlan, RankRun, expected_indices
+from loaderspec.conformance.harness import checks
+from loaderspec.conformance.harness.grading import MUST_BOUND_S, Grade, fail
+from loaderspec.faultinject import ranks
+from loaderspec.faultinject.ranks import RankPlan, RankRun, expected_indices
 
 __all__ = [
     "EVEN",

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conformance.harness.grading import OUTCOMES
+from loaderspec.conformance.harness.grading import OUTCOMES
 
 __all__ = [
     "COLORS",

@@ -30,13 +30,12 @@ from typing import Any
 import pytest
 from hypothesis import reject
 from hypothesis import strategies as st
-
-from conformance.harness import checks
-from conformance.harness.grading import Grade, fail
-from conformance.harness.scenario import LEAK_WAIT_S
-from faultinject import loaders, resume
-from faultinject.faults import Raise
-from faultinject.resume import Cut, Moment, ResumePlan, ResumeRun
+from loaderspec.conformance.harness import checks
+from loaderspec.conformance.harness.grading import Grade, fail
+from loaderspec.conformance.harness.scenario import LEAK_WAIT_S
+from loaderspec.faultinject import loaders, resume
+from loaderspec.faultinject.faults import Raise
+from loaderspec.faultinject.resume import Cut, Moment, ResumePlan, ResumeRun
 
 __all__ = [
     "ADVANCES",

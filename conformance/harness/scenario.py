@@ -26,11 +26,10 @@ import time
 from typing import Any
 
 import pytest
-
-from conformance.harness.grading import MUST_BOUND_S, fail
-from faultinject import driver, loaders
-from faultinject.driver import Plan, Run, run
-from faultinject.events import Built, Dropped, LoaderDropped
+from loaderspec.conformance.harness.grading import MUST_BOUND_S, fail
+from loaderspec.faultinject import driver, loaders
+from loaderspec.faultinject.driver import Plan, Run, run
+from loaderspec.faultinject.events import Built, Dropped, LoaderDropped
 
 __all__ = [
     "DEADLINE_S",

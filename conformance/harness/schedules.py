@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hypothesis import strategies as st
-
-from conformance.harness import checks
-from conformance.harness.grading import Grade
-from faultinject.driver import Leave, Plan, Run
-from faultinject.events import Error, Stop
-from faultinject.faults import Die, Fault, Hang, Raise
-from faultinject.loaders import WorkerKind
+from loaderspec.conformance.harness import checks
+from loaderspec.conformance.harness.grading import Grade
+from loaderspec.faultinject.driver import Leave, Plan, Run
+from loaderspec.faultinject.events import Error, Stop
+from loaderspec.faultinject.faults import Die, Fault, Hang, Raise
+from loaderspec.faultinject.loaders import WorkerKind
 
 __all__ = ["DEADLINE_S", "FAULTS", "Schedule", "judge", "picks", "schedules"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from faultinject.faults import Die, Hang, Sleep
+from loaderspec.faultinject.faults import Die, Hang, Sleep
 from loaderspec.replay import TIMEOUT_S, Schedule, play
 from loaderspec.traces import Run, read_logs, split_runs
 

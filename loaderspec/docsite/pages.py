@@ -126,7 +126,9 @@ def core_methods() -> dict[str, str]:
 @cache
 def cases_by_property() -> dict[str, list[tuple[str, str]]]:
     """Property -> (file, case) of every conformance case marked with it."""
-    from conformance import catalog  # imports the cases (and torch): only when a page asks
+    from loaderspec.conformance import (
+        catalog,  # imports the cases (and torch): only when a page asks
+    )
 
     out: dict[str, list[tuple[str, str]]] = {}
     for file, case, props, _desc, _guards in catalog.cases():
@@ -253,8 +255,8 @@ def _outcome(case: dict | None) -> str:
 def matrix(reports: Path, up: str, reports_url: str) -> str:
     """The conformance matrix of every ``reports/*/report.json``: totals per loader, every case
     by loader, and each non-PASS with the detail its report gives."""
-    from conformance.harness import matrix as renderer
     from loaderspec import report
+    from loaderspec.conformance.harness import matrix as renderer
 
     short_name = renderer.short_name
     results = {}

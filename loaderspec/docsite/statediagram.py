@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-CORE_MODULE = "reference.core"
+CORE_MODULE = "loaderspec.reference.core"
 CORE_SOURCE = "reference/core.py"
 DOT_TIMEOUT_S = 30.0
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 import torch
-
-from faultinject import loaders, processes
+from loaderspec.faultinject import loaders, processes
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +85,7 @@ def busy_then_die(loader_path: str, ds: Any) -> None:
     """Take one batch of a 2-worker loader whose workers still have work (a long epoch), then
     SIGKILL this process (the loader's): do its workers outlive it? (`SandboxReport.orphans`,
     `orphan_exit_s`)."""
-    from faultinject import kill_self
+    from loaderspec.faultinject import kill_self
 
     cls = loaders.resolve(loader_path)
     it = iter(cls(ds, batch_size=1, num_workers=2))

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from faultinject import processes, sandbox
-from faultinject.sandbox import SandboxReport
+from loaderspec.faultinject import processes, sandbox
+from loaderspec.faultinject.sandbox import SandboxReport
 
 ROOT = Path(__file__).resolve().parents[2]
 BROKEN_PATH = Path(__file__).resolve().parent  # `broken` is importable from here

@@ -18,17 +18,17 @@ from adapter_scenarios import (  # the fixtures are autouse: imported, they appl
     flat,
     reap_finished_workers,  # noqa: F401
 )
+from loaderspec.faultinject import processes, read_fetches, sandbox
+from loaderspec.faultinject.faults import Die, Hang
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-import faultinject
-from faultinject import processes, read_fetches, sandbox
-from faultinject.faults import Die, Hang
+from loaderspec import faultinject
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
 
 
-PADDLE = "conformance.adapters.paddle:Loader"
-TORCHDATA = "conformance.adapters.torchdata:Loader"
+PADDLE = "loaderspec.conformance.adapters.paddle:Loader"
+TORCHDATA = "loaderspec.conformance.adapters.torchdata:Loader"
 
 
 class WorkerView(Dataset):
@@ -53,7 +53,7 @@ class WorkerView(Dataset):
 def next_after_a_hang(timeout: float, bound_s: float) -> dict[str, Any]:
     """One worker hangs at item 1 and `timeout` is set: does next() raise within `bound_s`?
     (next() runs in a daemon thread, so the scenario itself stays bounded.)"""
-    from conformance.adapters.paddle import Loader
+    from loaderspec.conformance.adapters.paddle import Loader
 
     ds = faultinject.FaultyDataset(4, [Hang(1, seconds=600)])
     it = iter(Loader(ds, batch_size=1, num_workers=1, timeout=timeout))
@@ -77,7 +77,7 @@ def next_after_a_hang(timeout: float, bound_s: float) -> dict[str, Any]:
 def abandon_after_one_batch(bound_s: float) -> dict[str, Any]:
     """Take one batch of a 2-worker paddle loader, drop the iterator (and collect): which
     workers and threads are still there `bound_s` later?"""
-    from conformance.adapters.paddle import Loader
+    from loaderspec.conformance.adapters.paddle import Loader
 
     before = {p.pid for p in processes.children()}
     it = iter(Loader(faultinject.FaultyDataset(50), batch_size=1, num_workers=2))
@@ -95,7 +95,7 @@ def abandon_after_one_batch(bound_s: float) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def paddle_loader():
     pytest.importorskip("paddle", exc_type=ImportError, reason="paddlepaddle is an optional extra")
-    from conformance.adapters.paddle import Loader
+    from loaderspec.conformance.adapters.paddle import Loader
 
     return Loader
 
@@ -212,7 +212,7 @@ def test_paddle_abandoned_iterator_keeps_its_workers(paddle_loader):
 @pytest.fixture(scope="module")
 def torchdata_loader():
     pytest.importorskip("torchdata", exc_type=ImportError, reason="torchdata is an optional extra")
-    from conformance.adapters.torchdata import Loader
+    from loaderspec.conformance.adapters.torchdata import Loader
 
     return Loader
 

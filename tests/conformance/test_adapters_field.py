@@ -24,11 +24,11 @@ from adapter_scenarios import (  # the fixtures are autouse: imported, they appl
     reap_finished_workers,  # noqa: F401
 )
 from conformance_runner import outcomes, run_suite
+from loaderspec.faultinject import processes, sandbox
+from loaderspec.faultinject.faults import Die, Raise
 from torch.utils.data import DataLoader
 
-import faultinject
-from faultinject import processes, sandbox
-from faultinject.faults import Die, Raise
+from loaderspec import faultinject
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_child_left")]
 
@@ -47,7 +47,7 @@ FIELD = ["nodes-thread", "nodes-process", "spdl", "grain"]
 
 def ref(name: str) -> str:
     module, cls, _, _ = ADAPTERS[name]
-    return f"conformance.adapters.{module}:{cls}"
+    return f"loaderspec.conformance.adapters.{module}:{cls}"
 
 
 def load(name: str) -> type:
@@ -55,7 +55,7 @@ def load(name: str) -> type:
     pytest.importorskip(
         package, exc_type=ImportError, reason=f"{package} is the optional extra loaderspec[{extra}]"
     )
-    return getattr(importlib.import_module(f"conformance.adapters.{module}"), cls)
+    return getattr(importlib.import_module(f"loaderspec.conformance.adapters.{module}"), cls)
 
 
 def noop_init(worker_id: int) -> None:

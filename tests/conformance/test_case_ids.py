@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 from conformance_runner import ROOT, run_suite
-
-from conformance import ids
+from loaderspec.conformance import ids
 
 pytest_plugins = ["pytester"]
 
@@ -20,9 +19,9 @@ LEN = "test_exactly_once::test_len_matches_the_batches_handed_out"
 
 
 def test_ids_name_parameters_sorted_and_leave_the_folder_out() -> None:
-    assert ids.case_id("conformance.cases.test_x", "test_y", {"workers": 3, "prefetch": 2}) == (
-        "test_x::test_y[prefetch=2,workers=3]"
-    )
+    assert ids.case_id(
+        "loaderspec.conformance.cases.test_x", "test_y", {"workers": 3, "prefetch": 2}
+    ) == ("test_x::test_y[prefetch=2,workers=3]")
     assert ids.case_id("test_x", "test_y") == "test_x::test_y"
 
 
@@ -82,7 +81,7 @@ def test_report_ids_are_the_same_from_a_checkout_pyargs_and_any_directory(
     elsewhere.mkdir()
     runs = {
         "checkout": ([LEN_FILE], ROOT),
-        "pyargs": (["--pyargs", "conformance.cases.test_exactly_once"], elsewhere),
+        "pyargs": (["--pyargs", "loaderspec.conformance.cases.test_exactly_once"], elsewhere),
         "absolute": ([str(ROOT / LEN_FILE)], elsewhere),
     }
     with concurrent.futures.ThreadPoolExecutor(len(runs)) as pool:

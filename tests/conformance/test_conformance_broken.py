@@ -24,8 +24,7 @@ from typing import Any
 import pytest
 from broken.dispatch import NO_PLAN, PLAN_ENV, matches
 from conformance_runner import ROOT, outcomes, run_suite, run_whole_suite
-
-from conformance.harness.matrix import matrix
+from loaderspec.conformance.harness.matrix import matrix
 
 C = "conformance/cases/"
 IO = C + "test_in_order_delivery.py"

@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 import pytest
+from loaderspec.conformance import catalog
 
-from conformance import catalog
 from loaderspec.vocabulary import ALL_PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def test_every_case_documents_property_seed_and_issue() -> None:
     import inspect
 
     for file, name, _, desc, guards in catalog.cases():
-        module = importlib.import_module(f"conformance.cases.{file[:-3]}")
+        module = importlib.import_module(f"loaderspec.conformance.cases.{file[:-3]}")
         doc = inspect.getdoc(getattr(module, name)) or ""
         assert desc, f"{name}: no one-line description"
         assert "Property:" in doc, f"{name}: docstring lacks Property:"
@@ -45,7 +45,7 @@ def test_every_case_documents_property_seed_and_issue() -> None:
 def test_docs_case_table_is_current() -> None:
     page = (ROOT / "docs" / "conformance.md").read_text()
     assert catalog.render(page) == page, (
-        "run: python -m conformance.catalog --write docs/conformance.md"
+        "run: python -m loaderspec.conformance.catalog --write docs/conformance.md"
     )
 
 

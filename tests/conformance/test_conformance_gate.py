@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 from conformance_runner import ROOT, run_suite
-
-from conformance import expect, loader_ref, verdict
-from conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP
+from loaderspec.conformance import expect, loader_ref, verdict
+from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, PASS, SKIP
 
 pytest_plugins = ["pytester"]
 
@@ -155,7 +154,7 @@ def test_an_unexpected_pass_is_fixed_and_junit_carries_the_grades(tmp_path: Path
     xml = tmp_path / "junit.xml"
     code, out, results = run_suite(
         [LEN_SEL],
-        "reference:DataLoader",
+        "loaderspec.reference:DataLoader",
         tmp_path / "rep",
         TIMEOUT_S,
         f"--conformance-expect={file}",
@@ -322,7 +321,7 @@ def test_xdist_runs_real_cases_to_the_same_report(tmp_path: Path) -> None:
     got = {}
     for name, extra in (("plain", []), ("xdist", ["-n", "2"])):
         code, out, results = run_suite(
-            selectors, "reference:DataLoader", tmp_path / name, TIMEOUT_S, *extra
+            selectors, "loaderspec.reference:DataLoader", tmp_path / name, TIMEOUT_S, *extra
         )
         assert code == 0, out[-3000:]
         assert results is not None

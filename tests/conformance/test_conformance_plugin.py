@@ -10,10 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from loaderspec.conformance import loader_ref
+from loaderspec.conformance.plugin import MSG_UNKNOWN_PROPERTY
 
-import conformance
-from conformance import loader_ref
-from conformance.plugin import MSG_UNKNOWN_PROPERTY
+from loaderspec import conformance
 
 pytest_plugins = ["pytester"]
 
@@ -201,7 +201,7 @@ class Raises(DataLoader):
 
 CASE_WITH_WORKERS = """
 import pytest
-from conformance.harness import play
+from loaderspec.conformance.harness import play
 
 @pytest.mark.spec_property("ExactlyOnce")
 def test_x(loader_cls, grade):
@@ -230,13 +230,13 @@ def test_a_configuration_the_loader_cannot_express_is_a_skip_with_its_reason(
 def test_pyargs_collects_the_installed_suite_outside_the_checkout(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`pytest --pyargs conformance -m quick` from a directory that is not the checkout: the
+    """`pytest --pyargs loaderspec.conformance -m quick` from a directory that is not the checkout: the
     installed package is collected (every file with a quick case) and the
     default loader, the reference, wins. (The quick run itself is timed in docs/conformance.md.)"""
     monkeypatch.delenv(loader_ref.ENV_VAR, raising=False)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     result = pytester.runpytest_subprocess(
-        "--pyargs", "conformance", "-m", "quick", "--co", "-p", "no:cacheprovider",
+        "--pyargs", "loaderspec.conformance", "-m", "quick", "--co", "-p", "no:cacheprovider",
         timeout=120,
     )  # fmt: skip
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-3000:]
@@ -284,7 +284,9 @@ def test_a_loader_passed_to_a_conftests_option_is_a_usage_error_not_the_default(
     """A project whose conftest defines --loader: the value never reaches loaderspec, and a run
     that would grade the default loader instead refuses, naming both and the fix."""
     env.makeconftest(OWN_LOADER_OPTION)
-    result = env.runpytest_subprocess("--pyargs", "conformance", "-m", "quick", "--co", *spelling)
+    result = env.runpytest_subprocess(
+        "--pyargs", "loaderspec.conformance", "-m", "quick", "--co", *spelling
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert err.count("ERROR:") == 1
@@ -325,7 +327,7 @@ def test_own_setup_fails():
 def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytester) -> None:
     """A leaky loader failing a NoStaleEpochDelivery case's leak check: report.json, the report,
     JUnit and the matrix's by-property summary count ShutdownCompletes, not the case's marker."""
-    from conformance.harness.matrix import matrix, matrix_markdown
+    from loaderspec.conformance.harness.matrix import matrix, matrix_markdown
 
     env.makepyfile(test_x=LEAKY_CASE)
     rep = env.path / "rep"
@@ -352,7 +354,7 @@ def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytest
     xml = junit.read_text()
     assert '<property name="loaderspec_properties" value="ShutdownCompletes" />' in xml
     # JUnit names each case by its stable id, not by the folders pytest ran it from.
-    assert 'classname="conformance.test_x" name="test_leaks"' in xml
+    assert 'classname="loaderspec.conformance.test_x" name="test_leaks"' in xml
     by_property = {
         p["property"]: p["by_loader"]["fakeloader:Loader"]
         for p in matrix({"fakeloader:Loader": results})["properties"]

@@ -11,9 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from loaderspec.conformance.catalog import issue_segments
+from loaderspec.conformance.harness.matrix import write_matrix
 
-from conformance.catalog import issue_segments
-from conformance.harness.matrix import write_matrix
 from loaderspec import report
 
 WIDTH = 1024
@@ -177,7 +177,7 @@ def test_a_loader_that_cannot_be_built_prints_no_matrix(
 
 def test_default_loaders_start_with_reference_and_torch() -> None:
     loaders = report.default_loaders()
-    assert loaders[:2] == ["reference:DataLoader", "torch.utils.data:DataLoader"]
+    assert loaders[:2] == ["loaderspec.reference:DataLoader", "torch.utils.data:DataLoader"]
 
 
 def test_slug_is_a_safe_directory_name() -> None:
@@ -205,15 +205,15 @@ def _page_width(page: Path, width: int) -> int:
 
 
 def test_report_html_shows_fails_first_and_its_why_column_at_1280_px(tmp_path: Path) -> None:
-    from conformance import ids
-    from conformance.harness.report import write_report
+    from loaderspec.conformance import ids
+    from loaderspec.conformance.harness.report import write_report
 
     cases = [
         _case(cid, "FAIL" if i % 7 == 3 else "PASS", detail="X (MUST): " + "long why " * 40)
         for i, cid in enumerate(ids.suite())
     ]
     results = {
-        "loader": "conformance.adapters.some_long_adapter_name:LoaderClass",
+        "loader": "loaderspec.conformance.adapters.some_long_adapter_name:LoaderClass",
         "loader_source": "option --conformance-loader",
         "started": "2026-11-26T00:00:00+00:00",
         "versions": {"python": "3.11"},
@@ -228,12 +228,14 @@ def test_report_html_shows_fails_first_and_its_why_column_at_1280_px(tmp_path: P
 def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> None:
     """Eight loaders with long names, every case: Chromium lays the page out at 1024 px and
     the page is no wider than the window."""
-    from conformance import ids
+    from loaderspec.conformance import ids
 
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.fail("no Chromium: run `bash scripts/setup.sh` (it installs Debian's chromium)")
-    loaders = [f"conformance.adapters.some_long_adapter_name_{i}:LoaderClass" for i in range(8)]
+    loaders = [
+        f"loaderspec.conformance.adapters.some_long_adapter_name_{i}:LoaderClass" for i in range(8)
+    ]
     cases = [
         _case(cid, "FAIL", detail="X (MUST): expected " + "a very long explanation " * 20)
         for cid in ids.suite()
@@ -257,12 +259,12 @@ def test_the_html_matrix_reads_without_scrolling_sideways(tmp_path: Path) -> Non
 
 
 def test_two_loaders_of_one_adapter_module_get_two_column_titles() -> None:
-    from conformance.harness.matrix import short_name
+    from loaderspec.conformance.harness.matrix import short_name
 
     names = [
-        "conformance.adapters.torchdata_nodes:ThreadLoader",
-        "conformance.adapters.torchdata_nodes:ProcessLoader",
-        "conformance.adapters.grain:Loader",
+        "loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader",
+        "loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader",
+        "loaderspec.conformance.adapters.grain:Loader",
         "torch.utils.data:DataLoader",
     ]
     titles = [short_name(x) for x in names]
@@ -275,7 +277,7 @@ def test_two_loaders_of_one_adapter_module_get_two_column_titles() -> None:
 
 
 def test_two_loaders_of_one_top_level_package_get_two_column_titles(tmp_path: Path) -> None:
-    from conformance.harness.matrix import titles
+    from loaderspec.conformance.harness.matrix import titles
 
     names = ["mypkg.fast:Loader", "mypkg.safe:Loader", "mypkg.safe:Other", "torch.utils.data:X"]
     assert titles(names) == {
@@ -325,7 +327,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_the_matrix_notes_show_no_install_folders() -> None:
     """A traceback's file names lose the folders a run was installed in (a developer's scratch
     path would otherwise reach the published matrix page); a leaked file's path stays."""
-    from conformance.harness.matrix import matrix
+    from loaderspec.conformance.harness.matrix import matrix
 
     detail = (
         'X (MUST): expected y; actual File "/tmp/fresh/.venv/lib/python3.11/site-packages/torch/'

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import given, settings
-
-from conformance.harness import batching, schedules
-from conformance.harness.batching import Config, torch_epochs
+from loaderspec.conformance.harness import batching, schedules
+from loaderspec.conformance.harness.batching import Config, torch_epochs
 
 
 def _tensors(*rows: list[int]) -> list[dict]:
@@ -64,10 +63,10 @@ def test_every_fault_makes_a_plan(fault: str):
 def test_a_deadline_message_reads_the_last_timed_event():
     """A scenario past its deadline fails its MUST naming the last events (every event is
     timed: its class has `t`)."""
-    from conformance.harness import scenario
-    from faultinject.driver import Plan, Run
-    from faultinject.events import Batch, Stop
-    from faultinject.sandbox import SandboxReport
+    from loaderspec.conformance.harness import scenario
+    from loaderspec.faultinject.driver import Plan, Run
+    from loaderspec.faultinject.events import Batch, Stop
+    from loaderspec.faultinject.sandbox import SandboxReport
 
     events = [Batch(0, 0.0, 0.0, value=[0]), Stop(0, 0.1, 0.0)]
     r = Run(Plan(n=1), SandboxReport(outcome="deadline", elapsed_s=20.0), list(events))
@@ -77,7 +76,7 @@ def test_a_deadline_message_reads_the_last_timed_event():
 
 def _played(examples: int, picks: tuple[Config, ...]) -> list[Config]:
     """The configurations a drawn case plays (its picks, then the derandomized draws)."""
-    from conformance.harness.drawn import check_drawn
+    from loaderspec.conformance.harness.drawn import check_drawn
 
     seen: list[Config] = []
     check_drawn(batching.configs(), seen.append, examples=examples, picks=picks, shrink_s=0)
@@ -135,7 +134,7 @@ def test_the_played_configurations_are_not_degenerate(examples, picks, wanted):
 def test_the_drawn_fault_schedules_cover_every_fault():
     """The derandomized draws of the drawn fault cases (the quick one's 3, the whole suite's 10)
     play every fault kind for worker processes, a kill between persistent epochs included."""
-    from conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn
+    from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn
 
     seen: list[schedules.Schedule] = []
     for examples in (QUICK_EXAMPLES + 1, MORE_EXAMPLES):

@@ -163,7 +163,7 @@ def _torch(python: Path, cwd: Path) -> tuple[str, str]:
 
 
 MY_PROJECT_LOADER = (
-    "from reference import DataLoader\n\n\n"
+    "from loaderspec.reference import DataLoader\n\n\n"
     "class MyLoader(DataLoader):\n"
     "    def __len__(self):  # the bug its expectation file lists\n"
     "        return super().__len__() + 1\n"
@@ -232,7 +232,9 @@ def _check_installed_suite(python: Path, site: Path, user: Path, wheel: Path) ->
     assert report.count('"outcome": "PASS"') >= 25
     assert report.count('"expectation": "expected"') == 2  # both drop_last values
     junit = (user / "conformance-report" / "junit.xml").read_text()
-    assert 'classname="conformance.test_exactly_once" name="test_len_matches_the' in junit
+    assert (
+        'classname="loaderspec.conformance.test_exactly_once" name="test_len_matches_the' in junit
+    )
     assert "site-packages" not in junit.split("<properties>")[0]
     where = _run(python, user, "-c", "import loaderspec.suite as s; print(s.location())")
     assert Path(where.stdout.strip()).is_relative_to(site)

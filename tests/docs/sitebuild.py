@@ -79,7 +79,7 @@ def finish(proc: subprocess.Popen[str], timeout_s: float) -> str:
     try:
         output, _ = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        from faultinject.processes import kill_tree
+        from loaderspec.faultinject.processes import kill_tree
 
         kill_tree(proc.pid)
         output, _ = proc.communicate()

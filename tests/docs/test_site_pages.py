@@ -37,7 +37,10 @@ def test_the_matrix_has_totals_grades_and_details(tmp_path):
             "figures": [],
         }
 
-    for slug, loader, outcome in (("a", "reference:DataLoader", "PASS"), ("b", "pkg:L", "FAIL")):
+    for slug, loader, outcome in (
+        ("a", "loaderspec.reference:DataLoader", "PASS"),
+        ("b", "pkg:L", "FAIL"),
+    ):
         (tmp_path / slug).mkdir()
         report = {
             "loader": loader,
@@ -58,7 +61,7 @@ def test_the_matrix_has_totals_grades_and_details(tmp_path):
 def test_api_pages_list_public_modules_only():
     names = pages.public_modules("conformance")
     assert names[0] == "conformance"
-    assert "conformance.plugin" in names
+    assert "loaderspec.conformance.plugin" in names
     assert not [n for n in names if n.split(".")[-1].startswith(("_", "test_"))]
 
 

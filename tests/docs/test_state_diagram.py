@@ -7,10 +7,10 @@ import enum
 import types
 
 import pytest
+from loaderspec.reference import core
 
 from loaderspec.docsite import statediagram
 from loaderspec.vocabulary import Action
-from reference import core
 
 
 def _edges(dot: str) -> set[str]:

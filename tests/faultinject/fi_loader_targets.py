@@ -18,9 +18,8 @@ import traceback
 from typing import Any
 
 import torch
+from loaderspec.faultinject import processes
 from torch.utils.data import DataLoader
-
-from faultinject import processes
 
 
 def _summary(exc: BaseException | None) -> tuple[str, str] | None:
@@ -125,7 +124,7 @@ def drain_epochs(ds: Any, epochs: int, **kw: Any) -> list[dict[str, Any]]:
 def busy_worker_then_kill_self(ds: Any, record_dir: str, bound_s: float) -> None:
     """Start a 1-worker loader whose dataset hangs at item 0; once the worker is inside that
     fetch (its record is written), SIGKILL this process (the loader's owner)."""
-    from faultinject import read_fetches, sandbox
+    from loaderspec.faultinject import read_fetches, sandbox
 
     it = iter(DataLoader(ds, batch_size=None, num_workers=1))
     deadline = time.monotonic() + bound_s
@@ -137,7 +136,7 @@ def busy_worker_then_kill_self(ds: Any, record_dir: str, bound_s: float) -> None
 
 def drain_with(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
     """`drain` with the loader class named `module:Class` instead of torch's."""
-    from faultinject import loaders
+    from loaderspec.faultinject import loaders
 
     return _consume(loaders.resolve(loader_path)(ds, **kw))
 

@@ -9,7 +9,7 @@ import signal
 import threading
 import time
 
-from faultinject import sandbox
+from loaderspec.faultinject import sandbox
 
 PR_SET_PDEATHSIG = 1
 
@@ -131,7 +131,7 @@ def exit_without_result(code: int) -> None:
 def small_shm_size(size: int) -> int:
     import shutil
 
-    from faultinject import limits
+    from loaderspec.faultinject import limits
 
     limits.small_shm(size)
     return shutil.disk_usage("/dev/shm").total
@@ -154,7 +154,7 @@ def write_stderr(text: str) -> None:
 def sigchld_held_back() -> dict[str, object]:
     """A SIGCHLD handler that raises (as torch's does) runs only where the hold lets it: inside
     `released()`, or right after the block; never inside the block."""
-    from faultinject import processes
+    from loaderspec.faultinject import processes
 
     calls: list[int] = []
 
@@ -208,7 +208,7 @@ def leave_a_thread_for(seconds: float, linger_s: float | None = None) -> None:
     import threading
     import time
 
-    from faultinject import sandbox
+    from loaderspec.faultinject import sandbox
 
     threading.Thread(target=time.sleep, args=(seconds,), name="ends-later").start()
     if linger_s is not None:

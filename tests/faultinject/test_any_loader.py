@@ -7,18 +7,18 @@ import importlib
 
 import fi_loader_targets as T
 import pytest
+from loaderspec.faultinject import processes, read_fetches, sandbox
+from loaderspec.faultinject.faults import Die, Raise
 
-import faultinject
-from faultinject import processes, read_fetches, sandbox
-from faultinject.faults import Die, Raise
+from loaderspec import faultinject
 
 pytestmark = pytest.mark.timeout(120)
 
 LOADERS = {
     "torch": ("torch.utils.data:DataLoader", "torch"),
-    "reference": ("reference:DataLoader", "reference"),
-    "torchdata": ("conformance.adapters.torchdata:Loader", "torchdata"),
-    "paddle": ("conformance.adapters.paddle:Loader", "paddle"),
+    "reference": ("loaderspec.reference:DataLoader", "reference"),
+    "torchdata": ("loaderspec.conformance.adapters.torchdata:Loader", "torchdata"),
+    "paddle": ("loaderspec.conformance.adapters.paddle:Loader", "paddle"),
 }
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 
-import faultinject
-from faultinject import datasets, faults, limits, processes, records, sandbox
+from loaderspec.faultinject import datasets, faults, limits, processes, records, sandbox
+
+from loaderspec import faultinject
 
 
 def test_all_names_resolve():

@@ -12,11 +12,8 @@ import time
 import fi_loader_targets as T
 import pytest
 import torch
-from torch.utils.data import DataLoader
-
-import faultinject
-from faultinject import processes, read_fetches, sandbox
-from faultinject.faults import (
+from loaderspec.faultinject import processes, read_fetches, sandbox
+from loaderspec.faultinject.faults import (
     Die,
     Hang,
     InjectedError,
@@ -31,6 +28,9 @@ from faultinject.faults import (
     UnpicklableItem,
     UnrebuildableError,
 )
+from torch.utils.data import DataLoader
+
+from loaderspec import faultinject
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 

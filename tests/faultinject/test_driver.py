@@ -8,11 +8,9 @@ import signal
 
 import fi_loaders as L
 import pytest
-from torch.utils.data import DataLoader
-
-from faultinject import loaders
-from faultinject.driver import Await, Leave, Plan, describe, flat, run
-from faultinject.events import (
+from loaderspec.faultinject import loaders
+from loaderspec.faultinject.driver import Await, Leave, Plan, describe, flat, run
+from loaderspec.faultinject.events import (
     AliveAfterDrop,
     Awaited,
     Batch,
@@ -24,8 +22,9 @@ from faultinject.events import (
     LoaderDropped,
     Stop,
 )
-from faultinject.faults import EVERY, Die, Hang, Raise
-from faultinject.plans import parent_dies_while
+from loaderspec.faultinject.faults import EVERY, Die, Hang, Raise
+from loaderspec.faultinject.plans import parent_dies_while
+from torch.utils.data import DataLoader
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_child_left")]
 

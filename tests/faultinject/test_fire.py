@@ -7,9 +7,8 @@ import os
 from types import SimpleNamespace
 
 import torch.utils.data
-
-from faultinject import _fire
-from faultinject.faults import Die, Hang
+from loaderspec.faultinject import _fire
+from loaderspec.faultinject.faults import Die, Hang
 
 
 def test_a_die_stays_out_of_the_process_that_built_the_dataset(monkeypatch):

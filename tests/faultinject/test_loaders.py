@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import fi_loaders as L
 import pytest
+from loaderspec.faultinject import driver, loaders
 from torch.utils.data import DataLoader
-
-from faultinject import driver, loaders
 
 
 @pytest.mark.parametrize("value", ["torch.utils.data:DataLoader", "torch.utils.data.DataLoader"])

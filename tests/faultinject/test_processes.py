@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 import pytest
-
-from faultinject import processes
+from loaderspec.faultinject import processes
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 

@@ -7,9 +7,8 @@ import threading
 from typing import Any
 
 import psutil
-
-from faultinject import ranks
-from reference import DataLoader
+from loaderspec.faultinject import ranks
+from loaderspec.reference import DataLoader
 
 
 def _session(pid: int) -> int | None:

@@ -11,9 +11,8 @@ import time
 import fi_sandbox_targets as T
 import psutil
 import pytest
-
-from faultinject import limits, sandbox
-from faultinject.sandbox import SandboxError
+from loaderspec.faultinject import limits, sandbox
+from loaderspec.faultinject.sandbox import SandboxError
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
@@ -288,7 +287,7 @@ def test_a_sigchld_handler_in_the_harness_runs_after_the_sandbox_is_reaped():
     # torch's handler (installed in the harness by any in-process loader) raises for a
     # registered pid that died by a signal and is unreaped: the sandbox's own dead processes
     # must be reaped before any handler looks.
-    from faultinject import processes
+    from loaderspec.faultinject import processes
 
     seen: list[list[int]] = []
     old = signal.signal(signal.SIGCHLD, lambda signum, frame: seen.append(processes.zombies()))

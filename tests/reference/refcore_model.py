@@ -18,9 +18,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from reference import loop
-from reference.core import Delivery, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
-from reference.messages import (
+from loaderspec.reference import loop
+from loaderspec.reference.core import (
+    Delivery,
+    Kind,
+    ProtocolConfig,
+    ProtocolCore,
+    ProtocolViolation,
+)
+from loaderspec.reference.messages import (
     RESUME,
     SENTINEL,
     Arrived,

@@ -8,9 +8,8 @@ import threading
 
 import pytest
 import torch
+from loaderspec.reference import DataLoader, arena, transport
 from torch.utils.data import Dataset
-
-from reference import DataLoader, arena, transport
 
 pytestmark = pytest.mark.skipif(not arena.available(), reason="no memfd_create here")
 

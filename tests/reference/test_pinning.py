@@ -107,7 +107,7 @@ def _child_main() -> None:
     out["torch_workers"] = _loader_findings(DataLoader, 2)
     out["torch_main"] = _loader_findings(DataLoader, 0)
     try:
-        from reference import DataLoader as ReferenceLoader
+        from loaderspec.reference import DataLoader as ReferenceLoader
     except Exception as exc:  # the loader is being written beside this file; report, don't hide
         out["reference"] = {"skip": f"reference.DataLoader not importable: {exc!r}"}
     else:
@@ -249,7 +249,7 @@ def test_cuda_torch_dataloader_yields_pinned_batches(num_workers):
 @cuda
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_cuda_reference_dataloader_yields_pinned_batches(num_workers):
-    from reference import DataLoader as ReferenceLoader
+    from loaderspec.reference import DataLoader as ReferenceLoader
 
     found = _loader_findings(ReferenceLoader, num_workers)
     assert found["all_pinned"] is True

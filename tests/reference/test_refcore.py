@@ -19,12 +19,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from refcore_model import Config, World
-
-from loaderspec import tracewriter
-from loaderspec.vocabulary import CORE_METHOD, MAIN_STATE_FIELDS, TRACE_FILE, Action
-from reference import loop
-from reference.core import (
+from loaderspec.reference import loop
+from loaderspec.reference.core import (
     GUARDS,
     NEXT_ACTIONS,
     OBSERVED_FAULT_METHOD,
@@ -41,6 +37,10 @@ from reference.core import (
     Request,
     Stage,
 )
+from refcore_model import Config, World
+
+from loaderspec import tracewriter
+from loaderspec.vocabulary import CORE_METHOD, MAIN_STATE_FIELDS, TRACE_FILE, Action
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference"
 
@@ -610,7 +610,13 @@ def test_take_writes_a_failed_read_as_the_fault_record_with_the_main_state(tmp_p
 
 # ---------------------------------------------------------------- what the core is -----------
 @pytest.mark.parametrize(
-    "module", ["reference.core", "reference.loop", "reference.messages", "reference.worker_core"]
+    "module",
+    [
+        "loaderspec.reference.core",
+        "loaderspec.reference.loop",
+        "loaderspec.reference.messages",
+        "loaderspec.reference.worker_core",
+    ],
 )
 def test_the_pure_modules_do_not_import_torch(module):
     code = f"import sys, {module}; print('torch' in sys.modules)"

@@ -24,6 +24,10 @@ import psutil
 import pytest
 import torch
 import torch.utils.data as tud
+from loaderspec.faultinject import processes
+from loaderspec.faultinject.faults import Unloadable
+from loaderspec.reference import DataLoader
+from loaderspec.reference.messages import TimedOut
 from refshell_datasets import (
     Locks,
     Pids,
@@ -35,13 +39,8 @@ from refshell_datasets import (
     failing_init,
 )
 
-import faultinject
-from faultinject import processes
-from faultinject.faults import Unloadable
-from loaderspec import tracewriter
+from loaderspec import faultinject, tracewriter
 from loaderspec.vocabulary import MAIN_STATE_FIELDS
-from reference import DataLoader
-from reference.messages import TimedOut
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
@@ -638,7 +637,7 @@ def test_forced_pin_thread_exits_before_workers_are_told(tmp_path, monkeypatch):
 
 
 def test_public_api():
-    import reference
+    from loaderspec import reference
 
     assert reference.__all__ == ["DataLoader", "get_worker_info"]
     assert reference.get_worker_info is tud.get_worker_info

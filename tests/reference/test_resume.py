@@ -29,10 +29,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from loaderspec.reference import DataLoader
 from resume_datasets import Crash, Items, Shards, StatefulShards
 
 from loaderspec import tracecheck, tracewriter
-from reference import DataLoader
 
 RUNS = int(os.environ.get("LOADERSPEC_RESUME_RUNS", "24"))
 TRACED = int(os.environ.get("LOADERSPEC_RESUME_TRACED", "8"))

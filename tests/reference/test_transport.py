@@ -15,10 +15,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from torch._utils import ExceptionWrapper
-
-from reference import transport
-from reference.transport import (
+from loaderspec.reference import transport
+from loaderspec.reference.transport import (
     OOB_THRESHOLD,
     TornMessage,
     UnpicklableBatchError,
@@ -27,6 +25,7 @@ from reference.transport import (
     send,
     unpack,
 )
+from torch._utils import ExceptionWrapper
 
 DTYPES = [
     torch.bool,

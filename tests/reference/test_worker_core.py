@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from loaderspec.reference import loop
+from loaderspec.reference.core import Kind, ProtocolViolation
+from loaderspec.reference.messages import NO_TASK, RESUME, SENTINEL, Result, Task
+from loaderspec.reference.worker_core import WORKER_METHOD, WorkerCore
 from workercore_model import INIT_ERROR, PICKLE_ERROR, Script, SimWorker, expected
 
 from loaderspec import tracewriter
 from loaderspec.vocabulary import TRACE_FILE, Action
-from reference import loop
-from reference.core import Kind, ProtocolViolation
-from reference.messages import NO_TASK, RESUME, SENTINEL, Result, Task
-from reference.worker_core import WORKER_METHOD, WorkerCore
 
 A = Action
 REFERENCE = Path(__file__).resolve().parents[2] / "reference"

@@ -11,7 +11,7 @@ import pytest
 
 _SCRIPT = """
 import ctypes, resource, sys, torch
-from reference.worker import settle_malloc
+from loaderspec.reference.worker import settle_malloc
 # glibc's starting thresholds (128 KiB), whatever this interpreter freed on its way here: what
 # a worker inherited depended on what its parent had freed (and so did a test run's subprocess).
 ctypes.CDLL(None).mallopt(-3, 128 << 10)

@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from loaderspec.reference import loop
+from loaderspec.reference.core import Kind
+from loaderspec.reference.messages import NO_TASK, RESUME, SENTINEL, IndexMessage, Result, Task
+from loaderspec.reference.worker_core import WorkerCore
+
 from loaderspec.vocabulary import Action
-from reference import loop
-from reference.core import Kind
-from reference.messages import NO_TASK, RESUME, SENTINEL, IndexMessage, Result, Task
-from reference.worker_core import WorkerCore
 
 INIT_ERROR = "init error"  # what worker_init_fn raised, wrapped (a stand-in)
 PICKLE_ERROR = "pickle error"  # the error sent instead of a result that does not pickle

@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Callable
 
 import pytest
+from loaderspec.faultinject.faults import SkewWorker, Sleep
 
-from faultinject.faults import SkewWorker, Sleep
 from loaderspec import tracecheck
 from loaderspec.replay import Schedule, play
 from loaderspec.traces import Record, Run

@@ -11,11 +11,11 @@ import gc
 from pathlib import Path
 
 import pytest
+from loaderspec.faultinject.datasets import FaultyDataset
+from loaderspec.faultinject.faults import Die
+from loaderspec.reference import DataLoader
 
-from faultinject.datasets import FaultyDataset
-from faultinject.faults import Die
 from loaderspec import tracecheck, tracewriter
-from reference import DataLoader
 
 
 def _calls(it: object, n: int) -> list[str]:

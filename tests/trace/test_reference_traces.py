@@ -17,8 +17,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from loaderspec.faultinject.faults import Die, Hang, Raise, Sleep
 
-from faultinject.faults import Die, Hang, Raise, Sleep
 from loaderspec import tracecheck
 from loaderspec.replay import HANG_S, TIMEOUT_S, Schedule, play
 

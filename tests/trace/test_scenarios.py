@@ -29,9 +29,10 @@ def test_a_dumped_graph_reads_back_with_labels_and_states():
 
 
 def test_a_loader_class_is_replayed_by_its_importable_name():
-    from faultinject.loaders import LoaderRefError, ref_of, resolve
+    from loaderspec.faultinject.loaders import LoaderRefError, ref_of, resolve
+    from loaderspec.reference import DataLoader
+
     from loaderspec.replay import Schedule, play
-    from reference import DataLoader
 
     assert ref_of("torch.utils.data:DataLoader") == "torch.utils.data:DataLoader"
     assert resolve(ref_of(DataLoader)) is DataLoader  # conformance's loader_cls works too

@@ -10,9 +10,9 @@ import signal
 from pathlib import Path
 
 import pytest
+from loaderspec.reference import DataLoader
 
 from loaderspec import tracecheck, tracewriter
-from reference import DataLoader
 
 
 class SelfKillingDataset:

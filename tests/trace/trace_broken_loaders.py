@@ -18,13 +18,14 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+from loaderspec.reference import loop, shell, worker
+from loaderspec.reference.core import Delivery, Kind, Phase, ProtocolCore, Request, Step
+from loaderspec.reference.loader import DataLoader
+from loaderspec.reference.messages import SENTINEL, IndexMessage, Result
+from loaderspec.reference.shell import MultiProcessingIter
+from loaderspec.reference.worker_core import WorkerCore
+
 from loaderspec.vocabulary import Action
-from reference import loop, shell, worker
-from reference.core import Delivery, Kind, Phase, ProtocolCore, Request, Step
-from reference.loader import DataLoader
-from reference.messages import SENTINEL, IndexMessage, Result
-from reference.shell import MultiProcessingIter
-from reference.worker_core import WorkerCore
 
 
 class _PastPrefetchCore(ProtocolCore):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reference import DataLoader as Reference
+from loaderspec.reference import DataLoader as Reference
 
 
 class Relay:

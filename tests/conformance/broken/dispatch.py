@@ -13,7 +13,7 @@ import json
 import os
 from typing import Any
 
-from faultinject import driver, loaders
+from loaderspec.faultinject import driver, loaders
 
 PLAN_ENV = "LOADERSPEC_BROKEN_PLAN"
 NO_PLAN = "broken.dispatch: no broken loader assigned to"  # tests check no case failed on this

@@ -4,9 +4,9 @@ epoch has the same order (ExactlyOnce: a shuffle is a new permutation each epoch
 from typing import Any
 
 import torch
+from loaderspec.reference import DataLoader as Reference
 
 from broken._wrap import Relay, Wrapped
-from reference import DataLoader as Reference
 
 
 class Loader(Wrapped):
