@@ -1,7 +1,8 @@
 """The case list of docs/conformance.md, generated from the case files themselves.
 
-``python -m loaderspec.conformance.catalog --write docs/conformance.md`` rewrites the table between the
-``cases:begin`` / ``cases:end`` markers; a test checks the page matches, so it cannot go stale.
+``python -m loaderspec.conformance.catalog --write docs/conformance.md`` rewrites the table
+between the ``cases:begin`` / ``cases:end`` markers; a test checks the page matches, so it
+cannot go stale.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import conformance.cases
+from loaderspec.conformance import cases as _cases
 
 BEGIN, END = "<!-- cases:begin -->", "<!-- cases:end -->"
 
 
 def functions() -> Iterator[tuple[str, Callable[..., Any]]]:
     """(case file's module name, case function) for every case of the suite, in file order."""
-    for info in sorted(pkgutil.iter_modules(conformance.cases.__path__), key=lambda m: m.name):
+    for info in sorted(pkgutil.iter_modules(_cases.__path__), key=lambda m: m.name):
         if not info.name.startswith("test_"):
             continue
         module = importlib.import_module(f"loaderspec.conformance.cases.{info.name}")

@@ -1,13 +1,13 @@
 """The sandbox's child side: run the target, measure what it leaked, talk to the harness.
 
-Runs in the sandbox child (forked from the harness, or a fresh interpreter started with
-`python -c "from loaderspec.faultinject._child import spawn_main; spawn_main()"`), after it became the leader
+Runs in the sandbox child (forked from the harness, or a fresh interpreter started with `python -c
+"from loaderspec.faultinject._child import spawn_main; spawn_main()"`), after it became the leader
 of its own session. It sends the harness: `("started", t)` when the target is about to run,
 `("note", t, payload)` for each `note()` the target makes, `("returned", t)` when the target has
 returned or raised (what follows is measuring, which the run's deadline does not bound),
-`("kill_self", t, pids)` before a parent-death scenario SIGKILLs it, and `("result", ...)` with
-the outcome and the leaks measured here (fds, threads and unreaped children: only the process
-itself can see those).
+`("kill_self", t, pids)` before a parent-death scenario SIGKILLs it, and `("result", ...)` with the
+outcome and the leaks measured here (fds, threads and unreaped children: only the process itself can
+see those).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from loaderspec import __version__, suite
+from loaderspec import __version__
 
 # subcommand -> (module exposing add_arguments(parser) and run(args) -> int, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -34,11 +34,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``loaderspec`` console script; returns the exit status."""
-    try:
-        suite.activate()  # the subcommands drive the suite's packages (an installed wheel's too)
-    except suite.SuiteClashError as exc:
-        print(f"loaderspec: error: {exc}", file=sys.stderr)
-        return 2
     args = build_parser().parse_args(argv)
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
     return int(module.run(args))

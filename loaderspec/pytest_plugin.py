@@ -3,9 +3,9 @@
 Loaded in every pytest session of an environment where loaderspec is installed, so it imports
 nothing outside the ``loaderspec`` name and the standard library, and is silent unless the
 session is a conformance run: one of the ``--conformance-*`` options (or ``--loader``) was given,
-or a collected path lies inside the suite's ``conformance`` package, or ``--pyargs loaderspec.conformance``.
-Only then does it make the suite's packages importable (``loaderspec.suite``) and hand the run
-to ``conformance.plugin``, which imports the loader and grades the cases.
+or a collected path lies inside the suite's ``conformance`` package, or ``--pyargs
+loaderspec.conformance``. Only then does it hand the run to ``loaderspec.conformance.plugin``,
+which imports the loader and grades the cases.
 
 ``--loader`` is a short spelling of ``--conformance-loader``, registered only after the initial
 conftests were loaded and only when nothing else claimed it: a project whose own conftest defines
@@ -27,6 +27,10 @@ from loaderspec.vocabulary import LOADER_OPTION as OPTION
 from loaderspec.vocabulary import LOADER_SHORT_OPTION as SHORT_OPTION
 
 __all__ = ["is_conformance_run"]
+MSG_NO_SUITE = (
+    "the conformance suite needs loaderspec's suite extra ({error}): "
+    "pip install 'loaderspec[suite]' (or the wheel with [suite])"
+)
 _DEST_OPTIONS = (
     "loaderspec_loader",
     "loaderspec_loader_short",
@@ -125,7 +129,10 @@ def is_conformance_run(config: pytest.Config) -> bool:
     ours = _suite_dir().resolve()
     for arg in config.args:
         path = arg.split("::", 1)[0]
-        if config.getoption("pyargs", False) and path.split(".")[0] == "conformance":
+        if config.getoption("pyargs", False) and path.split(".")[:2] == [
+            "loaderspec",
+            "conformance",
+        ]:
             return True
         try:
             resolved = (config.invocation_params.dir / path).resolve()
@@ -144,10 +151,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if not is_conformance_run(config):
         return
     try:
-        suite.activate()
-    except suite.SuiteClashError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    from loaderspec.conformance import plugin
+        from loaderspec.conformance import plugin
+    except ImportError as exc:  # loaderspec installed without its suite's extra
+        raise pytest.UsageError(MSG_NO_SUITE.format(error=exc)) from None
 
     plugin.start(config)
     from loaderspec import suitetrace

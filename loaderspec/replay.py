@@ -19,14 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loaderspec import suite, tracewriter
+from loaderspec import tracewriter
+from loaderspec.faultinject import loaders
+from loaderspec.faultinject.datasets import Wide
+from loaderspec.faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run
 from loaderspec.vocabulary import FORCE_PIN_THREAD_ENV, TRACE_DIR_ENV
-
-suite.activate()  # the driver is the suite's (inside loaderspec/_suite in an installed wheel)
-
-from loaderspec.faultinject import loaders  # noqa: E402
-from loaderspec.faultinject.datasets import Wide  # noqa: E402
-from loaderspec.faultinject.driver import MUST_BOUND_S, Leave, Plan, Run, run  # noqa: E402
 
 REFERENCE = "loaderspec.reference:DataLoader"
 # Timeouts in schedules: long enough that a loaded CI machine does not time out by accident,

@@ -1,10 +1,10 @@
 """`loaderspec report`: run the conformance suite once per loader and write the outcome matrix.
 
-Each loader runs in its own ``pytest --pyargs loaderspec.conformance`` subprocess (bounded; on timeout it and
-its descendants are killed by pid), which writes ``OUT/<loader>/report.json``, ``report.md`` and
-``report.html`` (an earlier run's are removed first: a run that fails to start shows no old
-results); this module then writes ``OUT/matrix.json``, ``matrix.md`` and ``matrix.html``
-(``conformance.harness.matrix``) and prints the Markdown matrix.
+Each loader runs in its own ``pytest --pyargs loaderspec.conformance`` subprocess (bounded; on
+timeout it and its descendants are killed by pid), which writes ``OUT/<loader>/report.json``,
+``report.md`` and ``report.html`` (an earlier run's are removed first: a run that fails to
+start shows no old results); this module then writes ``OUT/matrix.json``, ``matrix.md`` and
+``matrix.html`` (``conformance.harness.matrix``) and prints the Markdown matrix.
 
 The exit status follows the suite's exit policy (``--fail-on``, as the plugin's
 ``--conformance-fail-on``): 1 when a loader's run failed its verdict (by default, a MUST failure)

@@ -1,4 +1,5 @@
-"""The reference loader: ``from loaderspec.reference import DataLoader``: torch 2.13 API, spec protocol.
+"""The reference loader, ``from loaderspec.reference import DataLoader``: torch 2.13's API, the
+spec's protocol.
 
 ``reference.core`` is the protocol as a pure state machine, ``reference.loop`` the one loop that
 runs it, ``reference.shell`` the processes and pipes it runs on. Trace records go through

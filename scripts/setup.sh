@@ -5,9 +5,9 @@
 #   - a virtualenv in .venv with exactly torch==2.13.0 (the CPU wheel: pyproject's range would let
 #     pip pick the newest torch, a multi-GB CUDA build), the test tools (the dev, tlc, fakeaccel
 #     and xdist extras) and loaderspec itself, editable, with the checkout's top folder on the
-#     virtualenv's path (a .pth file), so that the checkout's conformance, faultinject, reference
-#     and bench packages import from anywhere, as they do in a checkout (a wheel keeps them
-#     inside loaderspec: loaderspec/suite.py).
+#     virtualenv's path (a .pth file), so that the checkout's bench package imports from
+#     anywhere (the suite's folders are loaderspec.conformance, .faultinject, .reference:
+#     loaderspec/suite.py).
 # Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
 # optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
 # has a StatefulDataLoader row; scripts/test.sh for `docs`, the site it builds), e.g.
@@ -54,7 +54,7 @@ if [ -n "$stale" ]; then
         || { echo "setup: installing the dependencies failed" >&2; exit 1; }
     for extra in ${extras//,/ }; do echo "$want" >".venv/.loaderspec-setup-$extra"; done
 fi
-# The checkout's top folder on the virtualenv's path (the editable install maps only the wheel's
-# packages, which keep the suite under loaderspec/_suite).
+# The checkout's top folder on the virtualenv's path, for its tools (bench) and tests (the
+# editable install maps the suite's folders to loaderspec.conformance, .faultinject, .reference).
 site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$top" >"$site/loaderspec-checkout.pth"

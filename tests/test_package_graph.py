@@ -21,6 +21,8 @@ LEAVES = {
     "loaderspec.fakeaccel": "fakeaccel",
 }
 DOC = ROOT / "docs" / "architecture.md"
+# The suite's packages: folders at the top of the checkout, imported as loaderspec.<name>.
+SUITE = ("conformance", "faultinject", "reference")
 
 
 def node_of(module: str) -> str | None:
@@ -28,12 +30,17 @@ def node_of(module: str) -> str | None:
     for prefix, node in LEAVES.items():
         if module == prefix or module.startswith(prefix + "."):
             return node
-    top = module.split(".")[0]
-    return top if top in PACKAGES else None
+    parts = module.split(".")
+    if parts[0] == "loaderspec" and len(parts) > 1 and parts[1] in SUITE:
+        parts = parts[1:]  # loaderspec.reference: the checkout's reference/ folder
+    return parts[0] if parts[0] in PACKAGES else None
 
 
 def _is_module(name: str) -> bool:
-    path = ROOT / Path(*name.split("."))
+    parts = name.split(".")
+    if parts[0] == "loaderspec" and len(parts) > 1 and parts[1] in SUITE:
+        parts = parts[1:]
+    path = ROOT / Path(*parts)
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
 
 

@@ -230,8 +230,8 @@ def test_a_configuration_the_loader_cannot_express_is_a_skip_with_its_reason(
 def test_pyargs_collects_the_installed_suite_outside_the_checkout(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`pytest --pyargs loaderspec.conformance -m quick` from a directory that is not the checkout: the
-    installed package is collected (every file with a quick case) and the
+    """`pytest --pyargs loaderspec.conformance -m quick` from a directory that is not the
+    checkout: the installed package is collected (every file with a quick case) and the
     default loader, the reference, wins. (The quick run itself is timed in docs/conformance.md.)"""
     monkeypatch.delenv(loader_ref.ENV_VAR, raising=False)
     monkeypatch.delenv("PYTHONPATH", raising=False)

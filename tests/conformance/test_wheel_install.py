@@ -59,15 +59,19 @@ def test_the_wheel_installs_one_top_level_name_and_needs_a_torch_range(wheel: Pa
         wheel.name.split("-py")[0] + ".dist-info",
     }
     for path in (
-        "loaderspec/_suite/conformance/cases/test_exactly_once.py",
-        "loaderspec/_suite/faultinject/driver.py",
-        "loaderspec/_suite/reference/core.py",
+        "loaderspec/conformance/cases/test_exactly_once.py",
+        "loaderspec/faultinject/driver.py",
+        "loaderspec/reference/core.py",
         "loaderspec/spec/DataLoader.tla",
         "loaderspec/pytest_plugin.py",
     ):
         assert path in names
     assert not any(n.startswith(("loaderspec/docsite/", "bench/")) for n in names)
     assert "torch>=2.13" in _requires(wheel)
+    # The drop-in loader needs none of the suite's tools: they are its extra.
+    base = {Requirement(r).name for r in _requires(wheel)}
+    assert base.isdisjoint({"pytest", "hypothesis", "psutil"})
+    assert "Provides-Extra: suite" in _read(wheel, "METADATA")
     entry_points = _read(wheel, "entry_points.txt")
     assert "loaderspec = loaderspec.pytest_plugin" in entry_points
 
@@ -238,6 +242,21 @@ def _check_installed_suite(python: Path, site: Path, user: Path, wheel: Path) ->
     assert "site-packages" not in junit.split("<properties>")[0]
     where = _run(python, user, "-c", "import loaderspec.suite as s; print(s.location())")
     assert Path(where.stdout.strip()).is_relative_to(site)
+    # The drop-in loader, plainly imported, beside a module of the user's own named reference
+    # (and conformance): theirs stays theirs, and sys.path is untouched.
+    (user / "reference.py").write_text("MINE = True\n")
+    (user / "conformance.py").write_text("MINE = True\n")
+    plain = (
+        "import sys; before = list(sys.path)\n"
+        "from loaderspec.reference import DataLoader\n"
+        "import reference, conformance\n"
+        "assert reference.MINE and conformance.MINE and sys.path == before\n"
+        "print(sorted(x for x in ('pytest', 'hypothesis') if x in sys.modules))\n"
+        "print(list(DataLoader(list(range(4)), batch_size=2, num_workers=2)))\n"
+    )
+    done = _run(python, user, "-c", plain)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["[]", "[tensor([0, 1]), tensor([2, 3])]"]
 
     for name, files, args in (
         ("own_conformance", OWN_CONFORMANCE, ()),
@@ -253,7 +272,9 @@ def _check_installed_suite(python: Path, site: Path, user: Path, wheel: Path) ->
 @pytest.mark.slow
 def test_the_wheel_keeps_the_users_torch_2_13_and_runs_there(wheel: Path, tmp_path: Path) -> None:
     base = tmp_path / "installed"
-    _link_installed(_closure([*_requires(wheel), "pytest-xdist"]), base)  # the job's [xdist]
+    _link_installed(
+        _closure([*_requires(wheel), "pytest-xdist", "psutil", "hypothesis"]), base
+    )  # the job's [xdist]
     python, site = _fresh_venv(tmp_path / "venv", base)
     before = _torch(python, tmp_path)
     assert before[0].startswith("2.13.0")
@@ -271,6 +292,7 @@ def test_the_wheel_keeps_the_users_torch_2_14_and_runs_there(wheel: Path, tmp_pa
     """torch 2.14.1 (a local wheel, with its CUDA libraries) installed for real, first."""
     python, site = _fresh_venv(tmp_path / "venv", None)
     others = [r for r in _requires(wheel) if Requirement(r).name != "torch"]
+    others += ["pytest", "pytest-xdist", "psutil", "hypothesis"]  # the job's [suite,xdist]
     _pip(python, "-q", f"torch=={TORCH_2_14}", *others, timeout=1800)
     before = _torch(python, tmp_path)
     assert before[0].split("+")[0] == TORCH_2_14
