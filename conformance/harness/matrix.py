@@ -47,7 +47,9 @@ def short_name(loader: str) -> str:
     """A loader's column title: ``reference``, ``torch``, or an adapter's module name (with its
     class where the module has several loaders: ``torchdata_nodes.ThreadLoader``)."""
     module, _, cls = loader.partition(":")
-    if module.startswith("loaderspec.conformance.adapters."):
+    # loaderspec.reference, loaderspec.conformance.adapters...; reports before 0.3 lack the prefix
+    module = module.removeprefix("loaderspec.")
+    if module.startswith("conformance.adapters."):
         name = module.rsplit(".", 1)[1]
         return name if cls in ("", "Loader") else f"{name}.{cls}"
     return module.split(".", 1)[0]

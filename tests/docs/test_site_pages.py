@@ -50,7 +50,7 @@ def test_the_matrix_has_totals_grades_and_details(tmp_path):
         (tmp_path / slug / "report.json").write_text(json.dumps(report))
     text = pages.matrix(tmp_path, "../", "reports/")
     assert (
-        "| **reference**: `reference:DataLoader` | 1 | 0 | 0 | 0 |"
+        "| **reference**: `loaderspec.reference:DataLoader` | 1 | 0 | 0 | 0 |"
         " [report.html](reports/a/report.html)" in text
     )
     assert "| **pkg**: `pkg:L` | 0 | 1 | 0 | 0 |" in text
