@@ -48,11 +48,11 @@ def short_name(loader: str) -> str:
     class where the module has several loaders: ``torchdata_nodes.ThreadLoader``)."""
     module, _, cls = loader.partition(":")
     # loaderspec.reference, loaderspec.conformance.adapters...; reports before 0.3 lack the prefix
-    module = module.removeprefix("loaderspec.")
-    if module.startswith("conformance.adapters."):
-        name = module.rsplit(".", 1)[1]
+    parts = module.removeprefix("loaderspec.").split(".")
+    if parts[:2] == ["conformance", "adapters"] and len(parts) > 2:
+        name = parts[-1]
         return name if cls in ("", "Loader") else f"{name}.{cls}"
-    return module.split(".", 1)[0]
+    return parts[0]
 
 
 def titles(loaders: list[str]) -> dict[str, str]:
