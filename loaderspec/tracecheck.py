@@ -344,9 +344,30 @@ def _judge_batch(runs: Sequence[Run], result: tlc.TlcResult, share: float) -> li
             verdicts.append(Verdict(run, ACCEPTED, seconds=share))
         elif reached >= last:
             verdicts.append(Verdict(run, INCOMPLETE, last, seconds=share))
+        elif _main_log_cut(run, max(reached, 1)):
+            # (gate, issue 21) The main process's log lost its tail while its workers' logs go
+            # on: a prefix of the run, which the spec never judged whole, not a wrong step.
+            at = max(reached, 1)
+            verdicts.append(
+                Verdict(run, INCOMPLETE, at, detail=MSG_CUT.format(at=at), seconds=share)
+            )
         else:
             verdicts.append(Verdict(run, NOT_A_BEHAVIOUR, max(reached, 1), seconds=share))
     return verdicts
+
+
+MSG_CUT = (
+    "the main process's log ends before record #{at}, and every record after its last one is"
+    " another process's: its file lost its tail (a log cut short), so the run is judged as far"
+    " as the main process's log goes"
+)
+
+
+def _main_log_cut(run: Run, at: int) -> bool:
+    """Whether record ``at`` (the first one no spec step allows) comes after the main process's
+    last record: that file was cut short, the others were not."""
+    mains = [i for i, r in enumerate(run.records, start=1) if r.actor == "Main"]
+    return bool(mains) and at > mains[-1]
 
 
 def _violation_names(output: str) -> set[str]:
