@@ -26,7 +26,7 @@ def _plan(before_load: str, persistent: bool) -> ResumePlan:
         seed=9,
         epochs=2,
         cuts=(Cut(0, 3),),
-        before_load=before_load,  # type: ignore[arg-type]
+        before_load=before_load,
     )
 
 

@@ -202,7 +202,7 @@ def nothing_left(grade: Grade, r: RankRun) -> None:
                 f"workers {e['value']} alive {MUST_BOUND_S:g} s later",
             )
             return
-    left = checks.leaks(r)  # type: ignore[arg-type]  # reads only the sandbox's report
+    left = checks.leaks(r)
     if r.port_listening:
         left = "; ".join(filter(None, [left, f"port {r.port} still listening"]))
     if left:

@@ -202,7 +202,7 @@ def immutable(grade: Grade, r: ResumeRun) -> None:
 
 def nothing_left(grade: Grade, r: ResumeRun) -> None:
     """ShutdownCompletes: nothing of the scenario's loaders left once they were dropped."""
-    left = checks.leaks(r)  # type: ignore[arg-type]  # reads only the sandbox's report
+    left = checks.leaks(r)
     if left:
         grade.fail("ShutdownCompletes", "nothing left after the loaders were dropped", left)
 
