@@ -27,6 +27,9 @@ def env() -> dict[str, str]:
         p for p in (str(BROKEN_PATH), str(ROOT), out.get("PYTHONPATH", "")) if p
     )
     out.pop("LOADERSPEC_LOADER", None)
+    # The outer test's name is not the inner run's: broken.dispatch reads PYTEST_CURRENT_TEST to
+    # know whether a case is running (the plugin builds the loader once before any case).
+    out.pop("PYTEST_CURRENT_TEST", None)
     return out
 
 
