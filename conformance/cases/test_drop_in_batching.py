@@ -34,7 +34,9 @@ def test_custom_batch_sampler_batches_are_handed_out_as_given(
     )
     length = r.first(Len, epoch=None)
     if length is None or length.length != len(given):
-        grade.fail(PROP, f"len(loader) {len(given)}", f"{length}")
+        grade.fail(
+            PROP, f"len(loader) {len(given)}", f"{None if length is None else length.length}"
+        )
     for epoch in range(2):
         if r.batches(epoch) != given or not r.of(epoch, Stop):
             grade.fail(PROP, f"epoch {epoch}: {given}", f"{r.batches(epoch)} then {r.last(epoch)}")

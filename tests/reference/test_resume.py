@@ -589,7 +589,7 @@ def test_state_is_plain_data_and_does_not_grow_with_the_dataset() -> None:
 def test_bad_states_get_one_clear_error() -> None:
     loader = items_loader()
     with pytest.raises(TypeError, match="expects the dict state_dict"):
-        loader.load_state_dict([1, 2])  # type: ignore[arg-type]
+        loader.load_state_dict([1, 2])  # type: ignore[arg-type]  # a list, on purpose: the error under test
     with pytest.raises(ValueError, match="lacks"):
         loader.load_state_dict({"epoch": 1})
     with pytest.raises(ValueError, match=r"iterable-style dataset's.*map-style"):

@@ -1,6 +1,7 @@
 """`loaderspec model-check --config`: what stops TLC before it checks anything is one line naming
-the problem and the fix (exit 2), not a violation with "None distinct states"; a README example's
-`spec/...` path works from any directory (the spec ships inside loaderspec)."""
+the problem and the fix (exit 2), not a violation with "None distinct states"; the README's
+broken-variant example works from any directory (the spec and its manifest ship inside
+loaderspec)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from loaderspec import tlc
-from loaderspec.modelcheck import spec_dir
+from loaderspec.modelcheck import load_manifest, spec_dir
 
 CFG_ERROR = """Error: TLC threw an unexpected exception.
 The exception was a tlc2.tool.ConfigFileException
@@ -51,8 +52,10 @@ def _model_check(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="no java: TLC cannot run")
 def test_the_command_exits_2_with_one_line(tmp_path: Path) -> None:
-    """Copied out of spec/broken/ (its module not beside it), and a cfg with a syntax error."""
-    shutil.copy(spec_dir() / "broken" / "BrokenPrefetchBound.cfg", tmp_path)
+    """A broken variant's generated cfg copied away (its module not beside it), and a cfg with a
+    syntax error."""
+    variant = next(m for m in load_manifest() if m.name == "BrokenPrefetchBound")
+    shutil.copy(variant.cfg, tmp_path)
     (tmp_path / "bad.cfg").write_text("SPECIFICATION Spec\nCONSTANT = 3\n")
     for cfg, says in (("BrokenPrefetchBound.cfg", "pass --spec"), ("bad.cfg", "syntax error")):
         done = _model_check("--config", cfg, cwd=tmp_path)
@@ -65,11 +68,12 @@ def test_the_command_exits_2_with_one_line(tmp_path: Path) -> None:
 def test_a_spec_path_outside_the_checkout_finds_the_shipped_spec(tmp_path: Path) -> None:
     done = _model_check("--config", "spec/broken/NoSuchVariant.cfg", cwd=tmp_path)
     assert done.returncode == 2
-    assert f"no such file (the spec's own: {spec_dir()})" in done.stderr
+    assert f"no such file (the spec's own modules: {spec_dir()}" in done.stderr
+    assert "--model NAME" in done.stderr
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="no java: TLC cannot run")
 def test_the_readmes_broken_variant_example_runs_from_any_directory(tmp_path: Path) -> None:
-    done = _model_check("--config", "spec/broken/BrokenPrefetchBound.cfg", cwd=tmp_path)
+    done = _model_check("--model", "BrokenPrefetchBound", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr  # TLC's verdict: a violation
     assert "violates PrefetchBound (expected PrefetchBound)" in done.stdout
