@@ -10,11 +10,13 @@ from loaderspec.conformance.harness import (
     Await,
     Die,
     Grade,
+    Hang,
     checks,
     kwargs,
     needs_worker_processes,
     play,
 )
+from loaderspec.faultinject.events import Batch, Error
 
 PROP = "FailStopAfterFatalError"
 
@@ -71,3 +73,35 @@ def test_next_after_idle_worker_death_does_not_hang(loader_cls: type, grade: Gra
         checks.nothing_left(grade, runs[-1])
     grade.figure("runs", len(runs), "")
     checks.later_calls_fail_stop(grade, max(runs, key=checks.slowest_later_next))
+
+
+@pytest.mark.quick
+@pytest.mark.spec_property(PROP, "IterationTerminates")
+def test_nothing_is_handed_out_after_a_timeout(loader_cls: type, grade: Grade) -> None:
+    """timeout=1 and a fetch that takes 2.5 s: next() raises "timed out"; the three next() calls
+    after it raise too (or end the epoch), and never hand out a batch, not even the late one.
+
+    Property: FailStopAfterFatalError (a SHOULD: the spec's TorchTimeoutResumes, a loader that
+    hands out the late batch after the timeout error, violates it and no MUST). Seed (spec,
+    MainTimeout): "`timeout` expired: raise, fail-stop" (the iterator is shut down, like after a
+    worker's death).
+    Guards: B4 pytorch/pytorch#21554 (after the timeout error the loader went on with workers
+    in an unknown state).
+    """
+    r = play(
+        loader_cls,
+        n=8,
+        faults=(Hang(2, 2.5),),
+        calls_after_error=3,
+        max_errors=3,
+        kwargs=kwargs(2, 2, batch_size=1, timeout=1),
+    )
+    calls = r.calls()
+    error = next((e for e in calls if isinstance(e, Error)), None)
+    if error is None or "timed out" not in error.text:
+        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e.name for e in calls]}")
+        return
+    after = [e.value for e in calls[calls.index(error) + 1 :] if isinstance(e, Batch)]
+    if after:
+        grade.non_strict(PROP, None, f"batches {after} handed out after the timeout error")
+    checks.nothing_left(grade, r)

@@ -234,7 +234,7 @@ def test_timeout_bounds_each_next_not_the_epoch(loader_cls: type, grade: Grade) 
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@pytest.mark.spec_property(PROP, "PromptFaultHandling", "ExactlyOnce")
 def test_iterable_epoch_ends_promptly_after_its_last_item(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, 3 workers with 2, 3 and 1 items, cheap: no next() after the first, the
     final StopIteration included, waits for an exhausted worker.

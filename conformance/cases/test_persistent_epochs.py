@@ -79,7 +79,7 @@ def _raised_or_whole(grade: Grade, r: Run, epoch: int, whole: int) -> None:
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property("WorkerDeathRaises", "IterationTerminates")
+@pytest.mark.spec_property("WorkerDeathRaises", "IterationTerminates", "ExactlyOnce")
 def test_death_between_persistent_epochs_is_reported_by_the_next(
     loader_cls: type, grade: Grade
 ) -> None:

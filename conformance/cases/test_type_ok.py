@@ -10,7 +10,7 @@ PROP = "TypeOK"
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@pytest.mark.spec_property(PROP, "ExactlyOnce")
 def test_worker_info_and_seeds_are_per_worker_and_per_epoch(loader_cls: type, grade: Grade) -> None:
     """3 workers, 2 epochs: worker_init_fn gets ids 0..2 once per worker, get_worker_info() agrees,
     seeds are distinct across workers and epochs and equal torch.initial_seed() in the worker.

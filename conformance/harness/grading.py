@@ -59,9 +59,26 @@ class Violation(pytest.fail.Exception):  # type: ignore[name-defined]  # pytest.
         self.property = prop
 
 
+def must(prop: str) -> str:
+    """``prop``, a MUST property of the vocabulary: only a MUST's violation is a FAIL.
+
+    Raises:
+        ValueError: ``prop`` is a SHOULD (a deviation grades NON-STRICT: ``Grade.non_strict``),
+            or no property of the vocabulary.
+    """
+    if property_named(prop).level is not Level.MUST:
+        raise ValueError(f"{prop} is a SHOULD property: a deviation is NON-STRICT, not a FAIL")
+    return prop
+
+
 def fail(prop: str, expected: str, actual: str) -> None:
-    """Fail the running case: MUST property `prop` is violated."""
-    raise Violation(prop, violation(prop, expected, actual))
+    """Fail the running case: MUST property `prop` is violated.
+
+    Raises:
+        Violation: always, naming ``prop``.
+        ValueError: ``prop`` is not a MUST property (``must``).
+    """
+    raise Violation(must(prop), violation(prop, expected, actual))
 
 
 @dataclass
@@ -112,6 +129,7 @@ class Grade:
 
     def fail(self, prop: str, expected: str, actual: str) -> None:
         """MUST property `prop` is violated: fail the case (or, collecting, record it)."""
+        must(prop)
         if not self.collect:
             fail(prop, expected, actual)
         self.violations.append(violation(prop, expected, actual))

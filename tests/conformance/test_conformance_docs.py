@@ -55,3 +55,59 @@ def test_every_property_is_checked_by_two_scenarios(prop: str) -> None:
     each property (each is shown failing on a broken loader: test_conformance_broken.py)."""
     checking = [name for _, name, props, _, _ in catalog.cases() if prop in props]
     assert len(checking) >= 2, f"{prop} is checked only by {checking}"
+
+
+# How a check grades a property, by the method it calls: a FAIL only for a MUST, NON-STRICT only
+# for a SHOULD (conformance.harness.grading refuses the other way round at run time too).
+_GRADED_AS = {"fail": "MUST", "bounded": "MUST", "non_strict": "SHOULD"}
+
+
+def _graded(path: Path) -> list[tuple[str, str, str, set[str] | None]]:
+    """(function, method, property, the function's spec_property markers or None) for each
+    grading call of ``path`` whose property is a literal or a module-level constant."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    consts = {
+        t.id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for t in node.targets
+        if isinstance(t, ast.Name) and isinstance(node.value.value, str)
+    }
+
+    def value(arg: ast.expr) -> str | None:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value
+        return consts.get(arg.id) if isinstance(arg, ast.Name) else None
+
+    out = []
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        markers = None
+        for dec in fn.decorator_list:
+            if isinstance(dec, ast.Call) and getattr(dec.func, "attr", "") == "spec_property":
+                markers = {v for a in dec.args if (v := value(a)) is not None}
+        for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
+            method = getattr(call.func, "attr", getattr(call.func, "id", ""))
+            if method in _GRADED_AS and call.args and (prop := value(call.args[0])):
+                out.append((fn.name, method, prop, markers))
+    return out
+
+
+def test_every_graded_property_has_the_spec_level_and_is_the_cases() -> None:
+    """One level per behaviour: a case FAILs only a MUST and grades NON-STRICT only a SHOULD of
+    the spec, and grades directly only the properties its markers name (a batch after a timeout
+    is the SHOULD FailStopAfterFatalError's, not NoDeliveryAfterShutdown's MUST)."""
+    from loaderspec.vocabulary import property_named
+
+    files = sorted((ROOT / "conformance" / "cases").glob("test_*.py"))
+    files += sorted((ROOT / "conformance" / "harness").glob("*.py"))
+    seen = 0
+    for path in files:
+        for fn, method, prop, markers in _graded(path):
+            seen += 1
+            level = property_named(prop).level.name
+            assert level == _GRADED_AS[method], f"{path.name}::{fn}: {method}({prop}) of a {level}"
+            if markers is not None:
+                assert prop in markers, f"{path.name}::{fn} grades {prop}, not among {markers}"
+    assert seen > 100, seen  # the walk found the suite's grading calls
