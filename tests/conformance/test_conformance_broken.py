@@ -206,7 +206,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     "stale_epoch": ("FAIL", [NSTALE]),
     "restarts_after_stop": (
         "FAIL",
-        [NDAS + "::test_exhausted_iterator_keeps_raising_stopiteration"],
+        [
+            NDAS + "::test_exhausted_iterator_keeps_raising_stopiteration",
+            NDAS + "::test_exhausted_iterable_shards_keep_raising_stopiteration",
+        ],
     ),
     "never_pins": ("NON-STRICT", [C + "test_pin_thread_exits_first.py"]),
     "reseeds_workers": (
@@ -472,7 +475,6 @@ SINGLE_POINTS = {
     "pipes_ignores_done_event",
     "keeps_going_after_timeout",
     "reads_window_ahead",
-    "restarts_after_stop",
     "never_pins",
     "reseeds_workers",
     "slow_death_report",
