@@ -21,6 +21,7 @@ from typing import Any
 from loaderspec.conformance.catalog import issue_segments
 from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, PASS
 from loaderspec.conformance.harness.report import COLORS, STYLE, counted_under, counts, page
+from loaderspec.conformance.ids import CASES_DIR, canonical
 
 from loaderspec.vocabulary import PROPERTIES
 
@@ -73,12 +74,15 @@ def titles(loaders: list[str]) -> dict[str, str]:
 
 
 def case_key(case: dict[str, Any]) -> str:
-    """A case's id (``conformance.ids``); for a report written before ids existed, its node id
-    without the folders."""
+    """A case's current id (``conformance.ids``): a case moved or renamed since the report was
+    written is keyed, and linked, where it is now; for a report written before ids existed, its
+    node id without the folders."""
     if case.get("id"):
-        return str(case["id"])
-    file, _, rest = str(case["nodeid"]).partition("::")
-    return f"{Path(file).stem}::{rest}"
+        key = str(case["id"])
+    else:
+        file, _, rest = str(case["nodeid"]).partition("::")
+        key = f"{Path(file).stem}::{rest}"
+    return canonical(key) or key
 
 
 def _must_failures(res: dict[str, Any] | None) -> int:
@@ -123,7 +127,7 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
                 key,
                 {
                     "id": key,
-                    "file": case.get("file") or str(case.get("nodeid", "")).split("::")[0],
+                    "file": f"{CASES_DIR}/{key.split('::', 1)[0]}.py",
                     "case": key.split("::", 1)[1],
                     "properties": case["properties"],
                     "level": case["level"],
