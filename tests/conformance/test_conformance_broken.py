@@ -38,6 +38,7 @@ NOW = C + "test_no_orphan_workers.py"
 PFH = C + "test_prompt_fault_handling.py"
 NSTALE = C + "test_no_stale_epoch_delivery.py"
 PE = C + "test_persistent_epochs.py"
+FS = C + "test_fail_stop_after_fatal_error.py"
 DIB = C + "test_drop_in_batching.py"
 NOT = C + "test_no_overtaking.py"
 FR = C + "test_failed_reads.py"
@@ -192,7 +193,13 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             FR,
         ],
     ),
-    "hangs_after_worker_death": ("FAIL", [C + "test_fail_stop_after_fatal_error.py"]),
+    "hangs_after_worker_death": (
+        "FAIL",
+        [
+            FS + "::test_next_after_worker_death_raises_promptly",
+            FS + "::test_next_after_idle_worker_death_does_not_hang",
+        ],
+    ),
     "ignores_prefetch_bound": ("FAIL", [C + "test_prefetch_bound.py"]),
     "leaks_workers": (
         "FAIL",
