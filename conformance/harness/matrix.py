@@ -73,16 +73,27 @@ def titles(loaders: list[str]) -> dict[str, str]:
     return out
 
 
-def case_key(case: dict[str, Any]) -> str:
-    """A case's current id (``conformance.ids``): a case moved or renamed since the report was
-    written is keyed, and linked, where it is now; for a report written before ids existed, its
-    node id without the folders."""
+def _reported_key(case: dict[str, Any]) -> str:
+    """The id a report gives a case (``conformance.ids``); for a report written before ids
+    existed, its node id without the folders."""
     if case.get("id"):
-        key = str(case["id"])
-    else:
-        file, _, rest = str(case["nodeid"]).partition("::")
-        key = f"{Path(file).stem}::{rest}"
+        return str(case["id"])
+    file, _, rest = str(case["nodeid"]).partition("::")
+    return f"{Path(file).stem}::{rest}"
+
+
+def case_key(case: dict[str, Any]) -> str:
+    """A case's current id: a case moved or renamed since the report was written is keyed (and
+    linked) where it is now (``ids.canonical``)."""
+    key = _reported_key(case)
     return canonical(key) or key
+
+
+def _case_file(case: dict[str, Any], key: str) -> str:
+    """The case's file: as reported, or where a case moved since then now lives."""
+    if key != _reported_key(case):
+        return f"{CASES_DIR}/{key.split('::', 1)[0]}.py"
+    return str(case.get("file") or str(case.get("nodeid", "")).split("::")[0])
 
 
 def _must_failures(res: dict[str, Any] | None) -> int:
@@ -127,7 +138,7 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
                 key,
                 {
                     "id": key,
-                    "file": f"{CASES_DIR}/{key.split('::', 1)[0]}.py",
+                    "file": _case_file(case, key),
                     "case": key.split("::", 1)[1],
                     "properties": case["properties"],
                     "level": case["level"],
