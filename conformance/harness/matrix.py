@@ -23,7 +23,7 @@ from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, PASS
 from loaderspec.conformance.harness.report import COLORS, STYLE, counted_under, counts, page
 from loaderspec.conformance.ids import CASES_DIR, canonical
 
-from loaderspec.vocabulary import PROPERTIES
+from loaderspec.vocabulary import ALL_PROPERTIES
 
 __all__ = [
     "case_key",
@@ -168,7 +168,7 @@ def matrix(results: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
             )
             row["notes"][loader] = len(notes)
     properties = []
-    for prop in PROPERTIES:
+    for prop in ALL_PROPERTIES:
         # Each loader's cases count under the property their outcome blames (a FAIL under the
         # property whose check failed), not under the case's first marker.
         mine = {
