@@ -25,6 +25,7 @@ from loaderspec.reference.core import (
     NEXT_ACTIONS,
     OBSERVED_FAULT_METHOD,
     PHASE_TRANSITIONS,
+    PROPOSALS,
     REPORTED_ACTIONS,
     SHUTDOWN_ACTIONS,
     SHUTDOWN_TRANSITIONS,
@@ -61,11 +62,26 @@ def _next(core: ProtocolCore) -> Action:
 
 
 # ----------------------------------------------------------------------- the tables ---------
-def test_every_row_action_has_a_guard_and_the_others_are_reported():
+def test_every_row_action_has_a_proposal_and_the_others_are_reported():
     in_rows = {a for by_phase in NEXT_ACTIONS.values() for row in by_phase.values() for a in row}
     in_rows |= {a for row in SHUTDOWN_ACTIONS.values() for a in row}
-    assert in_rows == set(GUARDS)
-    assert set(GUARDS) | REPORTED_ACTIONS == set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
+    assert in_rows == set(PROPOSALS)
+    assert set(PROPOSALS) | REPORTED_ACTIONS == set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
+    # Every guard is the guard of an action the core takes; the actions without one are
+    # enabled by their row's phase or stage alone (PHASE_TRANSITIONS, SHUTDOWN_TRANSITIONS).
+    assert set(GUARDS) <= set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
+
+
+def test_each_guard_is_written_once():
+    """A method and its proposal ask the action's one guard (``GUARDS``): no method or proposal
+    restates a guard's condition; the module defines each guard once, by its table's name."""
+    source = (REFERENCE / "core.py").read_text()
+    tree = ast.parse(source)
+    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    for guard in GUARDS.values():
+        assert defined.count(guard.__name__) == 1, guard.__name__
+        calls = source.count(f"{guard.__name__}(")
+        assert calls >= 2, f"{guard.__name__}: defined and asked {calls - 1} time(s)"
     assert set(SHUTDOWN_ACTIONS) == set(SHUTDOWN_TRANSITIONS) == set(Stage)
     for stage, row in SHUTDOWN_ACTIONS.items():
         assert set(row) <= set(SHUTDOWN_TRANSITIONS[stage]), stage
