@@ -82,4 +82,4 @@ def test_every_stream_is_frozen_typed_classes():
             cls = getattr(module, name)
             if isinstance(cls, type):
                 assert issubclass(cls, events.Event), name
-                assert cls.__dataclass_params__.frozen, name  # type: ignore[attr-defined]
+                assert cls.__dataclass_params__.frozen, name
