@@ -68,7 +68,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 from loaderspec.vocabulary import Action
 
@@ -484,13 +484,17 @@ class ProtocolCore:
                 why = f"{self.request.value} is asked in phase={self.phase.value}"
                 raise self._violation(_REQUEST_ACTION[self.request], why)
             row = found
-        for ask, step in row:
-            if step is None:  # a proposal: torch's policy and the parameters, then the guard
+        for ask, step, pick in row:
+            if step is not None:  # a parameterless action: its guard
+                if ask(self) is None:
+                    return step
+            elif pick is not None:  # its guard, then its parameters
+                if ask(self) is None:
+                    return pick(self)
+            else:  # a proposal: torch's policy or a choice of parameters, then the guard
                 proposed = ask(self)
                 if proposed is not None:
                     return proposed
-            elif ask(self) is None:  # the action's guard holds: its one Step
-                return step
         return None
 
     # ---------------------------------------------------------- queries ---------------------
@@ -554,11 +558,10 @@ class ProtocolCore:
         info = self.task_info.get(self.rcvd_idx)
         return info is None or (not info[1] and not self.workers_status[info[0]])
 
-    def _next_result(self) -> int | None:
-        """The task whose result ``process_data`` hands out now, if one is buffered."""
-        if self._ready is not None:
-            return self._ready
-        return self.rcvd_idx if self.rcvd_idx in self._results else None
+    def _hand_out_idx(self) -> int:
+        """The task whose result ``process_data`` hands out (once its guard holds): the one just
+        arrived with in_order=False, else rcvd_idx's."""
+        return self.rcvd_idx if self._ready is None else self._ready
 
     def needs_sentinel(self) -> list[int]:
         """Workers still owed the None sentinel at shutdown."""
@@ -593,7 +596,9 @@ class ProtocolCore:
         """MainTryPutIndex: task ``send_idx`` goes to ``worker``; returns its idx."""
         act = _TRY_PUT
         self._target(act)
-        why = _put_guard(self, worker)
+        why = _put_guard(self)
+        if why is None and self.next_worker() != worker:
+            why = f"worker {worker} is not next"
         if why is not None:
             raise self._violation(act, why)
         idx = self.send_idx
@@ -654,7 +659,7 @@ class ProtocolCore:
         why = _process_guard(self)
         if why is not None:
             raise self._violation(act, why)
-        idx = cast(int, self._next_result())  # the guard: one is buffered
+        idx = self._hand_out_idx()
         self._ready = None
         worker, _ = self.task_info.pop(idx)
         kind, payload = self._results.pop(idx)
@@ -866,12 +871,14 @@ def _call_guard(core: ProtocolCore) -> str | None:
     return "the main thread is inside a call already" if core.in_call else None
 
 
-def _put_guard(core: ProtocolCore, worker: int) -> str | None:
+def _put_guard(core: ProtocolCore) -> str | None:
+    # The spec's put has no parameter: its worker is NextWorker, a function of the state
+    # (next_worker(); None where no worker is eligible), which the method's worker must be.
     if core.sampler_dry:
         return "the sampler ran dry"
     if len(core.task_info) >= core.max_tasks:
         return "prefetch bound reached (the reorder window is full)"
-    return None if core.next_worker() == worker else f"worker {worker} is not next"
+    return None
 
 
 def _get_guard(core: ProtocolCore, worker: int, idx: int, kind: Kind) -> str | None:
@@ -884,7 +891,10 @@ def _get_guard(core: ProtocolCore, worker: int, idx: int, kind: Kind) -> str | N
 
 
 def _process_guard(core: ProtocolCore) -> str | None:
-    return None if core._next_result() is not None else "no result to hand out is buffered"
+    # The spec's Buffered(i) /\ MayHandOut(i): with in_order=False any result, as it arrives.
+    if core._ready is not None or core.rcvd_idx in core._results:
+        return None
+    return "no result to hand out is buffered"
 
 
 def _skip_guard(core: ProtocolCore) -> str | None:
@@ -975,25 +985,38 @@ GUARDS: dict[Action, Guard] = {
 
 
 # ----------------------------------------------------------------------------------------------
-# What next_action() proposes for each action of a row: the step with its parameters, or None.
-# Each asks the action's guard; what it adds is torch's policy of *when* it tries the action (the
-# put budget; a wait, and the timeout, only while next() waits for a result) and which
-# parameters it picks where the spec allows several (the first owed sentinel, all joins at once).
+# How next_action() proposes each action of a row, one of three ways (PROPOSALS):
+# * a Step: a parameterless action, whenever its guard holds (or always, with no guard beyond
+#   its row's phase or stage);
+# * Pick(f): whenever its (parameterless) guard holds, with the parameters ``f`` reads off the
+#   state (the spec's are the state's too);
+# * a proposal: torch's policy of *when* it tries the action (the put budget; a wait, and the
+#   timeout, only while next() waits for a result), or a choice among parameters the spec
+#   leaves free (the first owed sentinel, all joins at once), then the action's guard.
+# MainCallNext comes once per next(); on a FAILED iterator it is all there is (the loop raises
+# the failure again right after it).
 Proposal = Callable[[ProtocolCore], Step | None]
-_CALL_STEP = Step(_CALL)
-_GET_STEP = Step(_GET)
+
+
+class Pick(NamedTuple):
+    """The parameters of an action whose guard holds, read off the state."""
+
+    step: Callable[[ProtocolCore], Step]
 
 
 def _propose_put(core: ProtocolCore) -> Step | None:
     # torch's policy: prefetch_factor * num_workers puts as an epoch starts, then one per
     # hand-out or retirement; with nothing pending a put is due whatever the budget (NothingLeft
     # holds only once the sampler ran dry).
-    if core._put_budget <= 0 and core.rcvd_idx != core.send_idx:
+    if (core._put_budget <= 0 and core.rcvd_idx != core.send_idx) or _put_guard(core):
         return None
     worker = core.next_worker()
-    if worker is None or _put_guard(core, worker) is not None:
-        return None
-    return _new_step(Step, (_TRY_PUT, worker, core.send_idx, None))
+    return None if worker is None else _new_step(Step, (_TRY_PUT, worker, core.send_idx, None))
+
+
+_CALL_STEP = Step(_CALL)
+_GET_STEP = Step(_GET)
+_DRAIN_STEP = Step(Action.MAIN_DRAIN_RESUME)
 
 
 def _propose_get(core: ProtocolCore) -> Step | None:
@@ -1002,23 +1025,14 @@ def _propose_get(core: ProtocolCore) -> Step | None:
     return _GET_STEP if core.waits_for_data() else None
 
 
-_DRAIN_STEP = Step(Action.MAIN_DRAIN_RESUME)
-
-
 def _propose_drain(core: ProtocolCore) -> Step | None:
     # Which message arrives is the world's (its guard is asked when it is taken).
     return _DRAIN_STEP
 
 
-def _propose_process(core: ProtocolCore) -> Step | None:
-    if _process_guard(core) is not None:
-        return None
-    idx = cast(int, core._next_result())  # the guard: one is buffered
-    return _new_step(Step, (_PROCESS, core.task_info[idx][0], idx, None))
-
-
-def _propose_skip(core: ProtocolCore) -> Step | None:
-    return None if _skip_guard(core) else Step(Action.MAIN_SKIP_EXHAUSTED, None, core.rcvd_idx)
+def _propose_timeout(core: ProtocolCore) -> Step | None:
+    # Only once a wait ran out (deadline_passed), and after the detections in every row.
+    return Step(Action.MAIN_TIMEOUT) if core.deadline and not _timeout_guard(core) else None
 
 
 def _propose_mark(core: ProtocolCore) -> Step | None:
@@ -1026,17 +1040,6 @@ def _propose_mark(core: ProtocolCore) -> Step | None:
     if w is None or _mark_guard(core, w) is not None:
         return None
     return Step(Action.MAIN_MARK_WORKER_UNAVAILABLE, w, core.exhausted_task)
-
-
-def _propose_detect(core: ProtocolCore) -> Step | None:
-    if _detect_guard(core) is not None:
-        return None
-    return Step(Action.MAIN_DETECT_WORKER_FAILURE, core.dead_dependencies()[0])
-
-
-def _propose_timeout(core: ProtocolCore) -> Step | None:
-    # Only once a wait ran out (deadline_passed), and after the detections in every row.
-    return Step(Action.MAIN_TIMEOUT) if core.deadline and not _timeout_guard(core) else None
 
 
 def _propose_sentinel(core: ProtocolCore) -> Step | None:
@@ -1054,19 +1057,29 @@ def _propose_join(core: ProtocolCore) -> Step | None:
     )
 
 
-# A parameterless action is proposed as its Step whenever its guard holds (or always, with no
-# guard beyond its row's phase or stage): next_action() asks the guard itself, one call a try.
-# MainCallNext comes once per next(); on a FAILED iterator it is all there is (the loop raises
-# the failure again right after it).
-PROPOSALS: dict[Action, Proposal | Step] = {
+def _process_step(core: ProtocolCore) -> Step:
+    idx = core._hand_out_idx()
+    return _new_step(Step, (_PROCESS, core.task_info[idx][0], idx, None))
+
+
+def _detect_step(core: ProtocolCore) -> Step:
+    # The spec reports one dead worker; the error names them all.
+    return Step(Action.MAIN_DETECT_WORKER_FAILURE, core.dead_dependencies()[0])
+
+
+def _skip_step(core: ProtocolCore) -> Step:
+    return Step(Action.MAIN_SKIP_EXHAUSTED, None, core.rcvd_idx)
+
+
+PROPOSALS: dict[Action, Step | Pick | Proposal] = {
     _A.MAIN_CALL_NEXT: _CALL_STEP,
     _A.MAIN_TRY_PUT_INDEX: _propose_put,
-    _A.MAIN_DETECT_WORKER_FAILURE: _propose_detect,
+    _A.MAIN_DETECT_WORKER_FAILURE: Pick(_detect_step),
     _A.MAIN_DETECT_PIN_FAILURE: Step(_A.MAIN_DETECT_PIN_FAILURE),
     _A.MAIN_TIMEOUT: _propose_timeout,
     _A.MAIN_MARK_WORKER_UNAVAILABLE: _propose_mark,
-    _A.MAIN_PROCESS_DATA: _propose_process,
-    _A.MAIN_SKIP_EXHAUSTED: _propose_skip,
+    _A.MAIN_PROCESS_DATA: Pick(_process_step),
+    _A.MAIN_SKIP_EXHAUSTED: Pick(_skip_step),
     _A.MAIN_GET_DATA: _propose_get,
     _A.MAIN_STOP_ITERATION: Step(_A.MAIN_STOP_ITERATION),
     _A.MAIN_RESUME_ITERATION: Step(_A.MAIN_RESUME_ITERATION),
@@ -1084,12 +1097,18 @@ def _holds(core: ProtocolCore) -> None:
     """The guard of an action with none beyond its row."""
 
 
-def _try(action: Action) -> tuple[Callable[[ProtocolCore], Any], Step | None]:
-    """What next_action() asks for ``action``: ``(proposal, None)``, or ``(guard, step)``."""
+# One try of next_action(): what it asks first, and then the step (or what picks its
+# parameters) where that was the action's guard; a proposal is asked alone.
+_Try = tuple[Callable[[ProtocolCore], Any], Step | None, Callable[[ProtocolCore], Step] | None]
+
+
+def _try(action: Action) -> _Try:
     proposal = PROPOSALS[action]
     if isinstance(proposal, Step):
-        return GUARDS.get(action, _holds), proposal
-    return proposal, None
+        return GUARDS.get(action, _holds), proposal, None
+    if isinstance(proposal, Pick):
+        return GUARDS[action], None, proposal.step
+    return proposal, None, None
 
 
 # The rows with each action's try in its place (what next_action() walks).
