@@ -989,7 +989,7 @@ GUARDS: dict[Action, Guard] = {
 # * a Step: a parameterless action, whenever its guard holds (or always, with no guard beyond
 #   its row's phase or stage);
 # * Pick(f): whenever its (parameterless) guard holds, with the parameters ``f`` reads off the
-#   state (the spec's are the state's too);
+#   state (the hand-out's task, the first dead worker, rcvd_idx's slot);
 # * a proposal: torch's policy of *when* it tries the action (the put budget; a wait, and the
 #   timeout, only while next() waits for a result), or a choice among parameters the spec
 #   leaves free (the first owed sentinel, all joins at once), then the action's guard.
