@@ -8,13 +8,14 @@ iterable dataset that shards itself by rank and by worker), and plays `epochs` e
 the sampler's `set_epoch` before each. After every batch a rank calls a real `all_reduce`, as
 DDP's gradient sync does: ranks with uneven batch counts leave one rank waiting in it, and the
 group's collective timeout (`step_timeout_s`) turns the hang DDP would have into an error that
-the rank reports. Each rank streams its events through a pipe to the child, which relays them to
-the harness (`sandbox.note`), so a group that hangs still leaves its record.
+the rank reports. Each rank streams its events (`faultinject.rank_events`) through a pipe to the
+child, which relays them to the harness (`sandbox.note`), so a group that hangs still leaves its
+record.
 
 After its last epoch a rank drops its loader, gives its workers `MUST_BOUND_S` to go (those left
-are reported in its `left` event; they are then the sandbox child's, a subreaper, and counted as
-`lingering`), leaves the group and exits. `RankRun.port_listening` says whether anything still
-listens on the group's port once the run is over.
+are reported in its `WorkersLeft` event; they are then the sandbox child's, a subreaper, and
+counted as `lingering`), leaves the group and exits. `RankRun.port_listening` says whether
+anything still listens on the group's port once the run is over.
 
 The grading is not this module's job (`conformance.harness.ranks`).
 """
@@ -31,11 +32,26 @@ import socket
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from loaderspec.faultinject import _wire, loaders, processes, sandbox
 from loaderspec.faultinject.datasets import FaultyDataset
 from loaderspec.faultinject.driver import MUST_BOUND_S, flat
+from loaderspec.faultinject.rank_events import (
+    GroupDone,
+    GroupPort,
+    RankBatch,
+    RankBuilt,
+    RankError,
+    RankEvent,
+    RankRaised,
+    RankRefused,
+    RankResumed,
+    RankStop,
+    StepFailed,
+    WaitFailed,
+    WorkersLeft,
+)
 from loaderspec.faultinject.sandbox import SandboxReport
 from torch.utils.data import IterableDataset, get_worker_info
 from torch.utils.data.distributed import DistributedSampler
@@ -140,15 +156,17 @@ class _Rank:
         self.loader: Any = None  # the rank's current loader (a new one after a resume)
         self.order: Any = None  # and its sampler, which the user's set_epoch calls go to
 
-    def event(self, kind: str, epoch: int | None = None, value: Any = None, **extra: Any) -> None:
-        ev = {"rank": self.rank, "epoch": epoch, "kind": kind, "t": time.monotonic(), **extra}
-        _wire.send(self.out_fd, {**ev, "value": value})
+    def event(self, cls: type[RankEvent], epoch: int | None = None, **fields: Any) -> None:
+        """Send one `cls` event of this rank (`dt` 0 unless given)."""
+        fields.setdefault("dt", 0.0)
+        ev = cls(epoch=epoch, t=time.monotonic(), rank=self.rank, **fields)
+        _wire.send(self.out_fd, ev)
 
     def construct(self, data: Any, kwargs: dict[str, Any]) -> Any:
         try:
             return self.cls(data, **kwargs)
         except NotImplementedError as exc:
-            self.event("refused", value=str(exc) or "NotImplementedError from the constructor")
+            self.event(RankRefused, reason=str(exc) or "NotImplementedError from the constructor")
         return None
 
     def step(self, epoch: int, steps: int) -> bool:
@@ -163,7 +181,7 @@ class _Rank:
         except Exception as exc:
             # gloo's text starts with its source position: "[.../unbound_buffer.cc:78] Timed out"
             text = f"{type(exc).__name__}: {str(exc).splitlines()[0].split('] ', 1)[-1][:300]}"
-            self.event("step_failed", epoch, text, step=steps, dt=time.monotonic() - start)
+            self.event(StepFailed, epoch, text=text, step=steps, dt=time.monotonic() - start)
             return False
         return True
 
@@ -200,8 +218,8 @@ class _Rank:
         try:
             store.wait(keys, datetime.timedelta(seconds=self.plan.step_timeout_s + _DONE_MARGIN_S))
         except Exception as exc:
-            self.event("wait_failed", None, f"{type(exc).__name__}: {exc}"[:300])
-        self.event("group_done", None, None, dt=time.monotonic() - start)
+            self.event(WaitFailed, text=f"{type(exc).__name__}: {exc}"[:300])
+        self.event(GroupDone, dt=time.monotonic() - start)
 
     def epochs(self) -> None:
         plan = self.plan
@@ -215,7 +233,7 @@ class _Rank:
         if self.loader is None:
             return
         built = type(self.loader)
-        self.event("built", value=f"{built.__module__}:{built.__qualname__}")
+        self.event(RankBuilt, ref=f"{built.__module__}:{built.__qualname__}")
         for epoch in range(plan.epochs):
             if self.order is not None:
                 self.order.set_epoch(epoch)
@@ -226,7 +244,7 @@ class _Rank:
         gc.collect()
         workers = [p.pid for p in processes.children(helpers=False)]
         left = processes.wait_gone(workers, MUST_BOUND_S)
-        self.event("left", None, left, dt=time.monotonic() - start)
+        self.event(WorkersLeft, pids=tuple(left), dt=time.monotonic() - start)
 
     def resumed(self, epoch: int) -> Any:
         """A new loader of this rank that loaded the state of the one before (None: failed)."""
@@ -245,9 +263,9 @@ class _Rank:
             loader.load_state_dict(pickle.loads(state))
             self.order = order
         except Exception as exc:
-            self.event("error", epoch, f"resume: {type(exc).__name__}: {exc}"[:500], step=None)
+            self.event(RankError, epoch, text=f"resume: {type(exc).__name__}: {exc}"[:500])
             return None
-        self.event("resumed", epoch, len(state))
+        self.event(RankResumed, epoch, bytes=len(state))
         return loader
 
     def epoch(self, epoch: int) -> bool:
@@ -265,13 +283,14 @@ class _Rank:
             try:
                 batch = next(it)
             except StopIteration:
-                self.event("stop", epoch, steps)
+                self.event(RankStop, epoch, after=steps)
                 return True
             except Exception as exc:
-                self.event("error", epoch, f"{type(exc).__name__}: {exc}"[:500], step=steps)
+                text = f"{type(exc).__name__}: {exc}"[:500]
+                self.event(RankError, epoch, text=text, step=steps)
                 return False
             steps += 1
-            self.event("batch", epoch, flat(batch), dt=time.monotonic() - start)
+            self.event(RankBatch, epoch, value=flat(batch), dt=time.monotonic() - start)
             if not self.step(epoch, steps):
                 return False
 
@@ -284,7 +303,8 @@ def _rank_main(cls: type, plan: RankPlan, rank: int, out_fd: int) -> None:
         code = 1
         with contextlib.suppress(Exception):
             text = f"{type(exc).__name__}: {exc}"[:500]
-            _wire.send(out_fd, {"rank": rank, "epoch": None, "kind": "raised", "value": text})
+            ev = RankRaised(epoch=None, t=time.monotonic(), dt=0.0, rank=rank, text=text)
+            _wire.send(out_fd, ev)
     finally:
         os._exit(code)
 
@@ -303,9 +323,7 @@ def group(cls: type, plan: RankPlan) -> int:
     """The sandbox target: fork the ranks, relay their events, reap them; the group's port."""
     port = free_port()
     os.environ.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port))
-    sandbox.note(
-        {"rank": None, "epoch": None, "kind": "port", "value": port, "t": time.monotonic()}
-    )
+    sandbox.note(GroupPort(epoch=None, t=time.monotonic(), dt=0.0, port=port))
     readers: dict[int, int] = {}  # read fd -> rank
     pidfds: dict[int, int] = {}  # pidfd -> rank pid
     for rank in range(plan.world):
@@ -351,34 +369,37 @@ def _relay(readers: dict[int, int], decoders: dict[int, _wire.Reader]) -> None:
 # --------------------------------------------------------------------------- the harness side
 
 
+E = TypeVar("E", bound=RankEvent)
+
+
 @dataclass
 class RankRun:
     """A played rank plan: the sandbox's report and every rank's events, in arrival order."""
 
     plan: RankPlan
     report: SandboxReport | None  # None: refused before anything started
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[RankEvent] = field(default_factory=list)
     refused: str | None = None
     port: int | None = None
     port_listening: bool = False
 
-    def of(self, rank: int | None, epoch: int | None, kind: str) -> list[dict[str, Any]]:
-        """Events of `rank` (None: any), `epoch` (None: any) and `kind`."""
+    def of(self, rank: int | None, epoch: int | None, kind: type[E]) -> list[E]:
+        """Events of `rank` (None: any), `epoch` (None: any) and class `kind`, in order."""
         return [
             e
             for e in self.events
-            if rank in (None, e["rank"]) and epoch in (None, e["epoch"]) and e["kind"] == kind
+            if isinstance(e, kind) and rank in (None, e.rank) and epoch in (None, e.epoch)
         ]
 
     def batches(self, rank: int, epoch: int) -> list[list[Any]]:
-        return [e["value"] for e in self.of(rank, epoch, "batch")]
+        return [e.value for e in self.of(rank, epoch, RankBatch)]
 
     def items(self, rank: int, epoch: int) -> list[Any]:
         return [x for b in self.batches(rank, epoch) for x in b]
 
     def ended(self, rank: int, epoch: int) -> bool:
         """Whether the rank's epoch ended in StopIteration."""
-        return bool(self.of(rank, epoch, "stop"))
+        return bool(self.of(rank, epoch, RankStop))
 
 
 def _listening(port: int) -> bool:
@@ -409,9 +430,9 @@ def run(
     report = sandbox.run(
         group, loader, plan, deadline_s=deadline_s, linger_s=linger_s, subreaper=True
     )
-    events = [n for n in report.notes if isinstance(n, dict) and "kind" in n]
-    out = RankRun(plan, report, [e for e in events if e["kind"] != "port"])
-    out.refused = next((e["value"] for e in events if e["kind"] == "refused"), None)
-    out.port = next((e["value"] for e in events if e["kind"] == "port"), None)
+    events = [n for n in report.notes if isinstance(n, RankEvent)]
+    out = RankRun(plan, report, [e for e in events if not isinstance(e, GroupPort)])
+    out.refused = next((e.reason for e in events if isinstance(e, RankRefused)), None)
+    out.port = next((e.port for e in events if isinstance(e, GroupPort)), None)
     out.port_listening = out.port is not None and _listening(out.port)
     return out

@@ -5,15 +5,9 @@ without a `state_dict` of its own), the loader's arguments (a seeded generator f
 made afresh for every loader), the epochs, and the `Cut`s: where the user takes a state, drops
 the loader and builds a new one that loads it. `run(loader, plan)` plays, in one
 `faultinject.sandbox` child, the uninterrupted run (segment -1) and then the interrupted one
-(segments 0, 1, ...: one loader each, the last one to the end), and streams one event per step:
-
-* `batch` (`seg`, `epoch`, `value`: the batch `flat`; `kept`: False for a batch handed out after
-  the state the next segment resumes from was taken, which the resumed loader must hand out again),
-* `stop` (StopIteration), `error` (`at`: "iter", "next", "state_dict", "load"; `type`, `value`),
-* `state` (`which`: "cut" or "earlier"; `bytes`: its pickle's size; `weights_only`: None, or why
-  `torch.save` then `torch.load(weights_only=True)` failed) and `state_changed` (a state that
-  pickles differently at the end of its segment than when `state_dict()` returned it),
-* `moved` (what the user did before `load_state_dict`: `iter` and one `next()`, or `state_dict`).
+(segments 0, 1, ...: one loader each, the last one to the end), and streams one event per step
+(`faultinject.resume_events`): `ResumeBatch`, `ResumeStop`, `ResumeError`, `StateTaken`,
+`StateChanged`, `Moved`, `ResumeRefused`.
 
 A resumed segment loads the state as pickled when `state_dict()` returned it (what a checkpoint on
 disk holds), or, with `Cut.resume_from="earlier"`, the earlier of two states taken in one epoch.
@@ -28,12 +22,22 @@ import pickle
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, TypeVar
 
 from loaderspec.faultinject import _fire, loaders, sandbox
 from loaderspec.faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
 from loaderspec.faultinject.driver import MUST_BOUND_S, flat
 from loaderspec.faultinject.faults import Raise
+from loaderspec.faultinject.resume_events import (
+    Moved,
+    ResumeBatch,
+    ResumeError,
+    ResumeEvent,
+    ResumeRefused,
+    ResumeStop,
+    StateChanged,
+    StateTaken,
+)
 from loaderspec.faultinject.sandbox import SandboxReport
 from torch.utils.data import IterableDataset
 
@@ -129,23 +133,13 @@ class _Resume:
     def __init__(self, cls: type, plan: ResumePlan) -> None:
         self.cls, self.plan = cls, plan
 
-    def event(
-        self, seg: int, epoch: int | None, kind: str, value: Any = None, **extra: Any
-    ) -> None:
-        sandbox.note(
-            {
-                "seg": seg,
-                "epoch": epoch,
-                "kind": kind,
-                "t": time.monotonic(),
-                "value": value,
-                **extra,
-            }
-        )
+    def event(self, cls: type[ResumeEvent], seg: int, epoch: int | None, **fields: Any) -> None:
+        """Send the harness one `cls` event of segment `seg`."""
+        sandbox.note(cls(epoch=epoch, t=time.monotonic(), dt=0.0, seg=seg, **fields))
 
     def error(self, seg: int, epoch: int | None, at: str, exc: BaseException, **extra: Any) -> None:
         text = f"{type(exc).__name__}: {exc}"[:500]
-        self.event(seg, epoch, "error", text, at=at, type=type(exc).__name__, **extra)
+        self.event(ResumeError, seg, epoch, at=at, type=type(exc).__name__, text=text, **extra)
 
     @property
     def steps_bound(self) -> int:
@@ -168,7 +162,8 @@ class _Resume:
         try:
             return self.cls(data, **kwargs)
         except NotImplementedError as exc:
-            self.event(seg, None, "refused", str(exc) or "NotImplementedError from the constructor")
+            reason = str(exc) or "NotImplementedError from the constructor"
+            self.event(ResumeRefused, seg, None, reason=reason)
         return None
 
     def take(self, seg: int, epoch: int, loader: Any, which: str, after: int) -> bytes | None:
@@ -190,9 +185,9 @@ class _Resume:
         except Exception as exc:
             weights_only = f"{type(exc).__name__}: {exc}"[:300]
         self.event(
+            StateTaken,
             seg,
             epoch,
-            "state",
             which=which,
             after=after,
             bytes=len(pickled),
@@ -227,7 +222,7 @@ class _Resume:
             for which, epoch, after, obj, pickled in self.states:
                 with_later = pickle.dumps(obj)
                 if with_later != pickled:
-                    self.event(seg, epoch, "state_changed", which=which, after=after)
+                    self.event(StateChanged, seg, epoch, which=which, after=after)
             self.states = []
             del loader
             gc.collect()
@@ -240,10 +235,10 @@ class _Resume:
             if moved == "iter":
                 it = iter(loader)
                 next(it)
-                self.event(seg, None, "moved", moved)
+                self.event(Moved, seg, None, how=moved)
             elif moved == "state_dict":
                 loader.state_dict()
-                self.event(seg, None, "moved", moved)
+                self.event(Moved, seg, None, how=moved)
             loader.load_state_dict(pickle.loads(state))
         except Exception as exc:
             self.error(seg, None, "load", exc)
@@ -298,7 +293,7 @@ class _Resume:
             try:
                 batch = next(it)
             except StopIteration:
-                self.event(seg, epoch, "stop")
+                self.event(ResumeStop, seg, epoch)
                 break
             except Exception as exc:
                 self.error(seg, epoch, "next", exc, kept=kept)
@@ -307,7 +302,7 @@ class _Resume:
                 taken += 1  # an error handed out in its turn: a step, as a batch is
                 continue
             taken += 1
-            self.event(seg, epoch, "batch", flat(batch), kept=kept)
+            self.event(ResumeBatch, seg, epoch, value=flat(batch), kept=kept)
         if cut is not None and cut.how == "end":
             self.take(seg, epoch, loader, "cut", taken)
         return True
@@ -317,11 +312,11 @@ class _Resume:
         try:
             for batch in loader:
                 taken += 1
-                self.event(seg, epoch, "batch", flat(batch), kept=True)
+                self.event(ResumeBatch, seg, epoch, value=flat(batch))
                 if taken >= cut.after:
                     break
             else:
-                self.event(seg, epoch, "stop")
+                self.event(ResumeStop, seg, epoch)
         except Exception as exc:
             self.error(seg, epoch, "next", exc)
             return False
@@ -337,28 +332,32 @@ def drive(loader: type, plan: ResumePlan) -> None:
 # --------------------------------------------------------------------------- the harness side
 
 
+E = TypeVar("E", bound=ResumeEvent)
+
+
 @dataclass
 class ResumeRun:
     """A played resume plan: the sandbox's report and the events."""
 
     plan: ResumePlan
     report: SandboxReport | None
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[ResumeEvent] = field(default_factory=list)
     refused: str | None = None
 
-    def of(self, seg: int | None, kind: str, epoch: int | None = None) -> list[dict[str, Any]]:
+    def of(self, seg: int | None, kind: type[E], epoch: int | None = None) -> list[E]:
+        """Events of segment `seg` (None: any) of class `kind` (and `epoch`), in order."""
         return [
             e
             for e in self.events
-            if seg in (None, e["seg"]) and e["kind"] == kind and epoch in (None, e["epoch"])
+            if isinstance(e, kind) and seg in (None, e.seg) and epoch in (None, e.epoch)
         ]
 
     def uninterrupted(self) -> dict[int, list[Any]]:
         """Epoch -> the batches the uninterrupted run handed out."""
         out: dict[int, list[Any]] = {e: [] for e in range(self.plan.epochs)}
         for ev in self.events:
-            if ev["seg"] == -1 and _handed_out(ev):
-                out[ev["epoch"]].append(_value(ev))
+            if ev.seg == -1 and ev.epoch is not None and _handed_out(ev):
+                out[ev.epoch].append(_value(ev))
         return out
 
     def resumed(self) -> dict[int, list[Any]]:
@@ -366,18 +365,18 @@ class ResumeRun:
         to the state the next one resumed from, then the last segment's."""
         out: dict[int, list[Any]] = {e: [] for e in range(self.plan.epochs)}
         for ev in self.events:
-            if ev["seg"] >= 0 and _handed_out(ev) and ev["kept"]:
-                out[ev["epoch"]].append(_value(ev))
+            if ev.seg >= 0 and ev.epoch is not None and _handed_out(ev) and ev.kept:
+                out[ev.epoch].append(_value(ev))
         return out
 
 
-def _handed_out(ev: dict[str, Any]) -> bool:
+def _handed_out(ev: ResumeEvent) -> TypeGuard[ResumeBatch | ResumeError]:
     """A batch, or an error handed out in its turn by next()."""
-    return ev["kind"] == "batch" or (ev["kind"] == "error" and ev.get("at") == "next")
+    return isinstance(ev, ResumeBatch) or (isinstance(ev, ResumeError) and ev.at == "next")
 
 
-def _value(ev: dict[str, Any]) -> Any:
-    return ev["value"] if ev["kind"] == "batch" else [f"error {ev['type']}"]
+def _value(ev: ResumeBatch | ResumeError) -> Any:
+    return ev.value if isinstance(ev, ResumeBatch) else [f"error {ev.type}"]
 
 
 def run(
@@ -390,6 +389,6 @@ def run(
         if why:
             return ResumeRun(plan, None, refused=why)
     report = sandbox.run(drive, loader, plan, deadline_s=deadline_s, linger_s=linger_s)
-    events = [n for n in report.notes if isinstance(n, dict) and "kind" in n]
-    refused = next((e["value"] for e in events if e["kind"] == "refused"), None)
+    events = [n for n in report.notes if isinstance(n, ResumeEvent)]
+    refused = next((e.reason for e in events if isinstance(e, ResumeRefused)), None)
     return ResumeRun(plan, report, events, refused=refused)

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from loaderspec.tlavalues import encode
-from loaderspec.vocabulary import PROPERTIES, Kind, module_properties
+from loaderspec.vocabulary import PROPERTIES, Check, module_properties
 
 try:
     import tomllib
@@ -46,8 +46,8 @@ MANIFEST = "models.toml"
 DEFAULTS = "defaults"  # the manifest's table of default constant values
 BASE_SPEC = "DataLoader.tla"
 BASE_MODULE = "DataLoader"
-INVARIANTS: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.kind is Kind.INVARIANT)
-TEMPORAL: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.kind is Kind.TEMPORAL)
+INVARIANTS: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.check is Check.INVARIANT)
+TEMPORAL: tuple[str, ...] = tuple(p.name for p in PROPERTIES if p.check is Check.TEMPORAL)
 FIGURES = ("states", "total_states", "depth", "seconds", "cpu_seconds")
 _KEYS = {
     "spec",
@@ -216,8 +216,8 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
         raise fail(f"checks spec module {module}, whose constants need a [{DEFAULTS}.{module}]")
     constants = dict(defaults[module])
     props = module_properties(module)
-    invariants = tuple(p.name for p in props if p.kind is Kind.INVARIANT)
-    temporal = tuple(p.name for p in props if p.kind is Kind.TEMPORAL)
+    invariants = tuple(p.name for p in props if p.check is Check.INVARIANT)
+    temporal = tuple(p.name for p in props if p.check is Check.TEMPORAL)
     overrides = table.get("constants", {})
     unknown = set(overrides) - set(constants)
     if unknown:

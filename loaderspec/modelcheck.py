@@ -44,13 +44,13 @@ from loaderspec.manifest import (
     load_manifest,
     spec_dir,
 )
-from loaderspec.tlavalues import Function, ModelValue, NotParsable, Record, encode, parse
+from loaderspec.tlavalues import Function, ModelValue, NotParsable, TlaRecord, encode, parse
 
 DEADLOCK_PROPERTY = "NoDeadlock"  # TLC's "Deadlock reached" is this vocabulary property
 
 
 @dataclass(frozen=True)
-class Outcome:
+class ModelOutcome:
     """A model, what one TLC run found, and whether that was an expected result."""
 
     model: Model
@@ -79,7 +79,7 @@ def check_model(
     workers: int = 1,
     timeout_s: float = 900.0,
     distributed: int = 0,
-) -> Outcome:
+) -> ModelOutcome:
     """Run TLC on one model (``distributed``: that many TLCWorker processes on localhost)."""
     jvm = tlc.FAST_START if model.fast_start else ()
     if distributed:
@@ -100,7 +100,7 @@ def check_model(
             timeout_s=timeout_s,
             jvm_args=jvm,
         )
-    return Outcome(model, result, found_name(result))
+    return ModelOutcome(model, result, found_name(result))
 
 
 def record_figures(
@@ -206,7 +206,7 @@ def diff_values(path: str, old: Any, new: Any) -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict) and type(old) is type(new):
         changes: list[str] = []
         for key in list(old) + [k for k in new if k not in old]:
-            sub = f"{path}.{key}" if isinstance(old, Record) else f"{path}[{encode(key)}]"
+            sub = f"{path}.{key}" if isinstance(old, TlaRecord) else f"{path}[{encode(key)}]"
             if key not in new:
                 changes.append(f"{sub} removed")
             elif key not in old:
@@ -459,7 +459,7 @@ def run(args: argparse.Namespace) -> int:
     total = cpu = 0.0
     graphs: dict[str, tlc.TlcResult] = {}  # the models run as expected, for --record
     seconds: dict[str, float] = {}
-    last: Outcome | None = None
+    last: ModelOutcome | None = None
     for model in models:
         try:
             if not single and model.violates:  # a broken variant: its whole set, exactly
@@ -518,7 +518,7 @@ def _variant_summary(variant: variantcheck.VariantOutcome) -> str:
     )
 
 
-def _summary(outcome: Outcome) -> str:
+def _summary(outcome: ModelOutcome) -> str:
     verdict = "ok  " if outcome.as_expected else "FAIL"
     result = outcome.result
     got = outcome.found if outcome.found == PASS else f"violates {outcome.found}"

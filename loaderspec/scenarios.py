@@ -31,7 +31,7 @@ from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
 from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
 from loaderspec.tracecompile import BASE_SPEC
-from loaderspec.traces import Run
+from loaderspec.traces import IteratorTrace
 from loaderspec.vocabulary import Action
 
 # The models (small enough that TLC dumps each graph in seconds); together they reach every
@@ -295,7 +295,7 @@ def _spec_step(record: Any) -> str:
     return record.action
 
 
-def coverage(runs: Iterable[Run]) -> tuple[frozenset[str], float]:
+def coverage(runs: Iterable[IteratorTrace]) -> tuple[frozenset[str], float]:
     """The spec actions that the (validated) runs' records exercised, and their share. A
     ``WorkerFetch`` of kind "error" is the spec's ``FaultFetchError`` step (the fault's own
     record, when it announces it, is dropped: ``loaderspec.traces.normalise``)."""

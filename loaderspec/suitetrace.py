@@ -43,7 +43,7 @@ def validate(root: Path) -> dict[str, Any]:
     loader wrote a trace that proves nothing.
     """
     started = time.monotonic()
-    runs: list[tracecheck.Run] = []
+    runs: list[tracecheck.IteratorTrace] = []
     unreadable: list[dict[str, str]] = []
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
     for folder in folders:

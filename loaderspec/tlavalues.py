@@ -5,12 +5,12 @@ a trace reaches TLC as a literal in a generated module (the 2020 TLC jar has no 
 module), and a counterexample is printed back in TLA+. ``parse`` reads a value as TLC prints it
 (error traces, state-graph dumps). Mapping: ``bool`` <-> ``TRUE``/``FALSE``; ``int`` <-> numeral
 (negative ones need ``Integers``); ``str`` <-> string literal; ``tuple`` (or ``list``) <->
-sequence ``<<...>>``; ``frozenset`` <-> set ``{...}``; ``Record`` <-> ``[k |-> v]``;
+sequence ``<<...>>``; ``frozenset`` <-> set ``{...}``; ``TlaRecord`` <-> ``[k |-> v]``;
 ``Function`` <-> ``(k :> v @@ ...)`` (needs ``TLC``); ``ModelValue`` <-> a bare name. A plain
 ``dict`` (a JSON object) is a record when its keys are identifiers and a function when they are
 integers (JSON spells them as strings); ``None`` inside it leaves the field out, so the trace
 spec asks ``"f" \\in DOMAIN r`` instead of comparing with a null of another type (TLC refuses to
-compare a string with an integer). ``Record`` and ``Function`` are dicts, ``ModelValue`` a
+compare a string with an integer). ``TlaRecord`` and ``Function`` are dicts, ``ModelValue`` a
 str: code that reads parsed states needs no special case.
 """
 
@@ -29,7 +29,7 @@ class NotEncodable(TypeError):
     """A value with no TLA+ spelling here (a float, a mixed-key dict, ...)."""
 
 
-class Record(dict):
+class TlaRecord(dict):
     """A TLA+ record ``[a |-> 1]``: fields are strings, in TLC's order."""
 
 
@@ -65,7 +65,7 @@ def encode(value: Any) -> str:
         return "<<" + ", ".join(encode(v) for v in value) + ">>"
     if isinstance(value, frozenset | set):
         return "{" + ", ".join(sorted(encode(v) for v in value)) + "}"
-    if isinstance(value, Record):
+    if isinstance(value, TlaRecord):
         return _record(value.items())
     if isinstance(value, Function):
         return _function(value.items())
@@ -108,7 +108,7 @@ _TOKEN = re.compile(
 
 
 def parse(text: str) -> Any:
-    """A value as TLC prints it, as Python: sequences -> tuples, records -> ``Record``,
+    """A value as TLC prints it, as Python: sequences -> tuples, records -> ``TlaRecord``,
     functions ``(k :> v @@ ...)`` -> ``Function``, sets -> frozensets, model values and other
     bare names -> ``ModelValue``.
 
@@ -200,7 +200,7 @@ def _parse_list(
 
 
 def _parse_record(tokens: list[tuple[str, str]], pos: int, text: str) -> tuple[Any, int]:
-    record = Record()
+    record = TlaRecord()
     while True:
         if pos + 1 >= len(tokens) or tokens[pos][0] != "name" or tokens[pos + 1][1] != "|->":
             raise NotParsable(f"expected 'field |->' in {text!r}")

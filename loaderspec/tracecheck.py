@@ -52,8 +52,8 @@ from loaderspec.tracecompile import (
     write_model,
 )
 from loaderspec.traces import (
+    IteratorTrace,
     Record,
-    Run,
     TraceFormatError,
     check_record_fields,
     iter_dirs,
@@ -93,7 +93,7 @@ _HIDDEN_VARS = frozenset({"tr", "l"})
 class Verdict:
     """What trace validation concluded about one run."""
 
-    run: Run
+    run: IteratorTrace
     status: str
     line: int | None = None  # 1-based record number in the run: the first one not allowed
     invariant: str | None = None  # VIOLATES: the invariant
@@ -231,7 +231,7 @@ def _violations(output: str) -> dict[int, tuple[str, int, dict[str, str]]]:
 
 
 def _run_model(
-    workdir: Path, name: str, runs: Sequence[Run], constants: Constants, **cfg: object
+    workdir: Path, name: str, runs: Sequence[IteratorTrace], constants: Constants, **cfg: object
 ) -> tlc.TlcResult:
     tla, cfg_path = write_model(workdir, name, runs, constants, **cfg)
     return tlc.run_tlc(
@@ -247,7 +247,7 @@ def _run_model(
 
 
 def _state_at(
-    workdir: Path, run: Run, constants: Constants, line: int, *, check_post: bool = True
+    workdir: Path, run: IteratorTrace, constants: Constants, line: int, *, check_post: bool = True
 ) -> tuple[bool, dict[str, str]]:
     """Run one run alone, stopping at the first state whose next record is ``line``.
 
@@ -320,7 +320,9 @@ def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
     )
 
 
-def _judge_batch(runs: Sequence[Run], result: tlc.TlcResult, share: float) -> list[Verdict]:
+def _judge_batch(
+    runs: Sequence[IteratorTrace], result: tlc.TlcResult, share: float
+) -> list[Verdict]:
     if result.violated is not None and result.violated not in _violation_names(result.output):
         tail = "\n".join(result.output.splitlines()[-25:])
         why = f"TLC: {result.violated}"
@@ -363,7 +365,7 @@ MSG_CUT = (
 )
 
 
-def _main_log_cut(run: Run, at: int) -> bool:
+def _main_log_cut(run: IteratorTrace, at: int) -> bool:
     """Whether record ``at`` (the first one no spec step allows) comes after the main process's
     last record: that file was cut short, the others were not."""
     mains = [i for i, r in enumerate(run.records, start=1) if r.actor == "Main"]
@@ -375,7 +377,7 @@ def _violation_names(output: str) -> set[str]:
 
 
 def check_runs(
-    runs: Sequence[Run],
+    runs: Sequence[IteratorTrace],
     *,
     batch_size: int = BATCH_SIZE,
     invariants: Sequence[str] = TRACE_INVARIANTS,
@@ -429,7 +431,7 @@ def check_runs(
     return [verdicts[i] for i in range(len(runs))]
 
 
-def runs_of(paths: Iterable[Path | str]) -> list[Run]:
+def runs_of(paths: Iterable[Path | str]) -> list[IteratorTrace]:
     """Each argument's runs: a directory's files merged together, a file on its own.
 
     Raises:
@@ -438,7 +440,7 @@ def runs_of(paths: Iterable[Path | str]) -> list[Run]:
             with no record at all.
         FileNotFoundError: a path that does not exist or holds no trace file.
     """
-    runs: list[Run] = []
+    runs: list[IteratorTrace] = []
     for name, files in iter_dirs(paths):
         records = merge(r for path in files for r in read_file(path))
         found = split_runs(records, name)
@@ -451,7 +453,7 @@ def runs_of(paths: Iterable[Path | str]) -> list[Run]:
     return runs
 
 
-def checkable_constants(run: Run) -> Constants:
+def checkable_constants(run: IteratorTrace) -> Constants:
     """The run's spec constants, once its records are known to carry every field their action
     requires (``check_record_fields``).
 

@@ -258,7 +258,7 @@ def read_logs(paths: Iterable[Path | str]) -> list[Record]:
 
 
 @dataclass(frozen=True)
-class Run:
+class IteratorTrace:
     """The merged records of one iterator: its config header and the actions after it."""
 
     name: str  # for messages: the directory (and the run's position when it holds several)
@@ -266,7 +266,7 @@ class Run:
     records: tuple[Record, ...]
 
 
-def split_runs(records: Sequence[Record], name: str) -> list[Run]:
+def split_runs(records: Sequence[Record], name: str) -> list[IteratorTrace]:
     """Cut a merged log at each ``Config`` header into the runs of one iterator each.
 
     Adjacent headers (a harness's and the loader's own) describe one iterator: merged.
@@ -274,7 +274,7 @@ def split_runs(records: Sequence[Record], name: str) -> list[Run]:
     Raises:
         TraceFormatError: actions logged before the first header (the log lost its start).
     """
-    runs: list[Run] = []
+    runs: list[IteratorTrace] = []
     config: dict[str, Any] | None = None
     current: list[Record] = []
     # A worker can log a fault before the header that names it: the header carries the workers'
@@ -292,7 +292,9 @@ def split_runs(records: Sequence[Record], name: str) -> list[Run]:
             else:
                 if config is not None:
                     runs.append(
-                        Run(f"{name}#{len(runs)}", config, tuple(normalise(current, config)))
+                        IteratorTrace(
+                            f"{name}#{len(runs)}", config, tuple(normalise(current, config))
+                        )
                     )
                 config, current = header, []
             pids = set(_worker_pids(record))
@@ -310,7 +312,7 @@ def split_runs(records: Sequence[Record], name: str) -> list[Run]:
             current.append(record)
     if config is not None:
         label = f"{name}#{len(runs)}" if runs else name
-        runs.append(Run(label, config, tuple(normalise(current, config))))
+        runs.append(IteratorTrace(label, config, tuple(normalise(current, config))))
     return runs
 
 
@@ -360,7 +362,7 @@ def normalise(records: Sequence[Record], config: dict[str, Any] | None = None) -
     return out
 
 
-def check_record_fields(run: Run) -> None:
+def check_record_fields(run: IteratorTrace) -> None:
     """Every record of the run has the fields its action requires (the vocabulary's schema,
     ``loaderspec.vocabulary.required_fields``): a stripped record proves nothing.
 

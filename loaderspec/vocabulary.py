@@ -117,8 +117,8 @@ class Level(enum.Enum):
     SHOULD = "SHOULD"  # violated while every MUST holds: NON-STRICT
 
 
-class Kind(enum.Enum):
-    """How TLC checks a property."""
+class Check(enum.Enum):
+    """How a property is checked: by TLC (which cfg section), or by the conformance suite."""
 
     INVARIANT = "invariant"  # a state predicate (cfg INVARIANT)
     TEMPORAL = "temporal"  # a temporal formula (cfg PROPERTY), under the spec's fairness
@@ -166,7 +166,7 @@ class Property:
 
     prop: PropertyName
     level: Level
-    kind: Kind
+    check: Check
     claim: str  # one sentence: what a correct loader guarantees
     module: str | None = "DataLoader"  # the spec module (spec/<module>.tla); None: no formula
 
@@ -179,35 +179,35 @@ class Property:
     def modelled(self) -> bool:
         """Whether a spec module states it as a formula TLC checks (a measured bound, or a
         property of many ranks, is graded by the conformance suite only)."""
-        return self.kind not in (Kind.MEASURED, Kind.SUITE)
+        return self.check not in (Check.MEASURED, Check.SUITE)
 
 
 P = PropertyName
 PROPERTIES: tuple[Property, ...] = (
-    Property(P.TYPE_OK, Level.MUST, Kind.INVARIANT, "Every variable holds a value of its type."),
+    Property(P.TYPE_OK, Level.MUST, Check.INVARIANT, "Every variable holds a value of its type."),
     Property(
         P.IN_ORDER_DELIVERY,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "With in_order=True, batches are handed out in sampler order.",
     ),
     Property(
         P.NO_DUPLICATE_DELIVERY,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "No task is handed out twice within an epoch, in either ordering mode.",
     ),
     Property(
         P.EXACTLY_ONCE,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "An epoch that ends in StopIteration has handed out every task once, and an"
         " IterableDataset epoch ends only once every worker's shard has ended.",
     ),
     Property(
         P.NO_SILENT_LOSS,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "No task is passed over: every task before the one handed out (or StopIteration) was"
         " handed out, as its batch or its error, or retired by its worker's exhaustion; and"
         " nothing the epoch waits for (a task, its result, a resume acknowledgement) is lost on"
@@ -216,46 +216,46 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         P.PREFETCH_BOUND,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "At most prefetch_factor * num_workers batches are loaded ahead (fetched and not yet"
         " handed out) at any time, counted wherever they are, whatever their epoch or task.",
     ),
     Property(
         P.NO_DELIVERY_AFTER_SHUTDOWN,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "Nothing is handed out after StopIteration or a break until a new iter() starts the next"
         " epoch: next() after the end raises StopIteration again.",
     ),
     Property(
         P.NO_STALE_EPOCH_DELIVERY,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "A batch fetched for an earlier epoch is never handed out in a later one.",
     ),
     Property(
         P.PIN_THREAD_EXITS_FIRST,
         Level.SHOULD,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "At shutdown the pin-memory thread has stopped reading before any worker is told to exit.",
     ),
     Property(
         P.NO_DEADLOCK,
         Level.MUST,
-        Kind.DEADLOCK,
+        Check.DEADLOCK,
         "Some step is always possible until the run has ended.",
     ),
     Property(
         P.ITERATION_TERMINATES,
         Level.MUST,
-        Kind.TEMPORAL,
+        Check.TEMPORAL,
         "Every next() returns, raises StopIteration or raises an error (never hangs),"
         " unless a worker hangs and no timeout is set.",
     ),
     Property(
         P.WORKER_DEATH_RAISES,
         Level.MUST,
-        Kind.TEMPORAL,
+        Check.TEMPORAL,
         "A next() during which a worker it depends on is dead raises an error that is not a"
         " timeout (or returns normally); it never hangs. A death is never hidden: a worker is"
         " retired only by its shard's end or a raised death, and its tasks are never re-sent to"
@@ -264,27 +264,27 @@ PROPERTIES: tuple[Property, ...] = (
     Property(
         P.SHUTDOWN_COMPLETES,
         Level.MUST,
-        Kind.TEMPORAL,
+        Check.TEMPORAL,
         "Once shutdown starts, every worker and the pin-memory thread are eventually gone,"
         " stuck and blocked workers included.",
     ),
     Property(
         P.NO_ORPHAN_WORKERS,
         Level.MUST,
-        Kind.TEMPORAL,
+        Check.TEMPORAL,
         "After the loader's process dies, every worker exits, busy and blocked ones included.",
     ),
     Property(
         P.FAIL_STOP_AFTER_FATAL_ERROR,
         Level.SHOULD,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "After next() raised a fatal error (a worker's death, a timeout, a failed read, the pin"
         " thread's death), every later next() raises promptly: no batch, no StopIteration.",
     ),
     Property(
         P.PROMPT_FAULT_HANDLING,
         Level.SHOULD,
-        Kind.MEASURED,
+        Check.MEASURED,
         "Worker death is reported, shutdown completes and orphans exit within 0.5 s"
         " (torch's 5 s status-check interval is allowed, as NON-STRICT).",
     ),
@@ -298,7 +298,7 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RESUME_EQUIVALENCE,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "What was handed out before a checkpoint followed by what the resumed loader hands out"
         " is what an uninterrupted run hands out: the same sequence with in_order=True, the"
         " same multiset per epoch otherwise.",
@@ -307,7 +307,7 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.CHECKPOINT_IS_HANDED_OUT,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "A state counts exactly the batches handed out, whatever is buffered, in flight or"
         " queued (and an epoch that raised StopIteration as over).",
         CHECKPOINT_MODULE,
@@ -315,14 +315,14 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.SNAPSHOT_IS_IMMUTABLE,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "A state, once returned by state_dict(), never changes.",
         CHECKPOINT_MODULE,
     ),
     Property(
         P.LOAD_IS_NEVER_IGNORED,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "A loaded state governs the next iter(), whatever was called before it (iter(),"
         " state_dict(), live persistent workers), or the load raises.",
         CHECKPOINT_MODULE,
@@ -330,7 +330,7 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RESUME_ADVANCES,
         Level.MUST,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "A state taken after a resume is later than the one loaded, and every epoch after the"
         " resumed one is whole.",
         CHECKPOINT_MODULE,
@@ -338,7 +338,7 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RESUME_TOPOLOGY_EXPLICIT,
         Level.SHOULD,
-        Kind.INVARIANT,
+        Check.INVARIANT,
         "Resuming with another num_workers continues exactly, or raises a ValueError naming"
         " both counts; never an assert, never a silent wrong stream.",
         CHECKPOINT_MODULE,
@@ -352,7 +352,7 @@ RANK_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RANKS_PARTITION_EVERY_EPOCH,
         Level.MUST,
-        Kind.SUITE,
+        Check.SUITE,
         "On every rank of a process group, each epoch hands out exactly the items of that rank's"
         " DistributedSampler (or iterable shard): across ranks every item once, padding apart.",
         None,
@@ -360,7 +360,7 @@ RANK_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RANKS_EVEN_BATCH_COUNTS,
         Level.MUST,
-        Kind.SUITE,
+        Check.SUITE,
         "Every rank hands out the same number of batches each epoch, so a collective per step"
         " (DDP's all_reduce) never leaves one rank waiting for the others.",
         None,
@@ -368,7 +368,7 @@ RANK_PROPERTIES: tuple[Property, ...] = (
     Property(
         P.RANKS_SHARE_EPOCH_PERMUTATION,
         Level.MUST,
-        Kind.SUITE,
+        Check.SUITE,
         "After sampler.set_epoch(e) every rank hands out its sampler's order for epoch e: the"
         " ranks cut one permutation per epoch, a new one each epoch.",
         None,

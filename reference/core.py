@@ -25,8 +25,11 @@ Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
   spec's variable); the step that returns or raises ends the call.
 * ``next_action()`` answers the first enabled action of the row ``NEXT_ACTIONS[request][phase]``
   (once shutdown is decided and the user asks for it, of ``SHUTDOWN_ACTIONS[stage]``), as a
-  ``Step`` with its parameters, or None when the request is served. ``GUARDS`` holds each
-  action's enabling condition: the spec's guard, plus torch's policy of *when* it tries a put.
+  ``Step`` with its parameters, or None when the request is served. Each action's guard is
+  written once (``GUARDS``: the spec's guard, with the action's parameters); the action method
+  refuses what it refuses, and the row's proposal (``PROPOSALS``) asks it, adding only torch's
+  policy of *when* it tries the action (the put budget, a wait only while next() waits) and the
+  parameters it picks.
 * Events that are not spec actions: ``worker_ended(w)`` (a worker process ended; a death while
   the iterator depends on it enables ``MainDetectWorkerFailure``), ``pin_thread_died()`` (enables
   ``MainDetectPinFailure``), ``deadline_passed()`` (a wait ran out: ``MainTimeout``, unless a
@@ -414,9 +417,9 @@ class ProtocolCore:
         state = {"phase": self.phase.value, "stage": self.stage.value, **self.snapshot()}
         return ProtocolViolation(action, state, why)
 
-    def _require(self, ok: bool, action: Action, why: str) -> None:
-        # (The per-batch methods test inline instead: a call and an f-string per check cost.)
-        if not ok:
+    def _check(self, action: Action, why: str | None) -> None:
+        """Refuse ``action`` where its guard (``GUARDS``) said why it is not enabled."""
+        if why is not None:
             raise self._violation(action, why)
 
     def _target(self, action: Action) -> Phase:
@@ -474,17 +477,24 @@ class ProtocolCore:
                 asked for a batch, say); the state is unchanged.
         """
         if self.request is Request.SHUTDOWN and self.shutdown:
-            row = _SHUTDOWN_GUARD_ROWS[self.stage]
+            row = _SHUTDOWN_PROPOSAL_ROWS[self.stage]
         else:
-            found = _GUARD_ROWS[self.request].get(self.phase)
+            found = _PROPOSAL_ROWS[self.request].get(self.phase)
             if found is None:
                 why = f"{self.request.value} is asked in phase={self.phase.value}"
                 raise self._violation(_REQUEST_ACTION[self.request], why)
             row = found
-        for guard in row:
-            step = guard(self)
-            if step is not None:
-                return step
+        for ask, step, pick in row:
+            if step is not None:  # a parameterless action: its guard
+                if ask(self) is None:
+                    return step
+            elif pick is not None:  # its guard, then its parameters
+                if ask(self) is None:
+                    return pick(self)
+            else:  # a proposal: torch's policy or a choice of parameters, then the guard
+                proposed = ask(self)
+                if proposed is not None:
+                    return proposed
         return None
 
     # ---------------------------------------------------------- queries ---------------------
@@ -548,11 +558,10 @@ class ProtocolCore:
         info = self.task_info.get(self.rcvd_idx)
         return info is None or (not info[1] and not self.workers_status[info[0]])
 
-    def _next_result(self) -> int | None:
-        """The task whose result ``process_data`` hands out now, if one is buffered."""
-        if self._ready is not None:
-            return self._ready
-        return self.rcvd_idx if self.rcvd_idx in self._results else None
+    def _hand_out_idx(self) -> int:
+        """The task whose result ``process_data`` hands out (once its guard holds): the one just
+        arrived with in_order=False, else rcvd_idx's."""
+        return self.rcvd_idx if self._ready is None else self._ready
 
     def needs_sentinel(self) -> list[int]:
         """Workers still owed the None sentinel at shutdown."""
@@ -575,8 +584,9 @@ class ProtocolCore:
         failure again at once, reading and waiting for nothing."""
         act = _CALL
         target = self._target(act)
-        if self.in_call:
-            raise self._violation(act, "the main thread is inside a call already")
+        why = _call_guard(self)  # (the per-batch methods raise inline: a call less)
+        if why is not None:
+            raise self._violation(act, why)
         self.phase = target
         self.in_call = target is not Phase.FAILED
         self.last = _CALL_STEP
@@ -586,12 +596,11 @@ class ProtocolCore:
         """MainTryPutIndex: task ``send_idx`` goes to ``worker``; returns its idx."""
         act = _TRY_PUT
         self._target(act)
-        if self.sampler_dry:
-            raise self._violation(act, "the sampler ran dry")
-        if len(self.task_info) >= self.max_tasks:
-            raise self._violation(act, "prefetch bound reached (the reorder window is full)")
-        if self.next_worker() != worker:
-            raise self._violation(act, f"worker {worker} is not next")
+        why = _put_guard(self)
+        if why is None and self.next_worker() != worker:
+            why = f"worker {worker} is not next"
+        if why is not None:
+            raise self._violation(act, why)
         idx = self.send_idx
         self.task_info[idx] = [worker, False]
         self.workers_num_tasks[worker] += 1
@@ -607,13 +616,11 @@ class ProtocolCore:
         """MainGetData: one (idx, result) message of ``worker`` arrived."""
         act = _GET
         self._target(act)
-        info = self.task_info.get(idx)
-        if info is None or info[0] != worker or info[1]:
-            raise self._violation(act, f"task {idx} is not outstanding at worker {worker}")
-        if kind is not _DATA and (kind is Kind.RESUME or not (kind is Kind.ERROR or self.iterable)):
-            raise self._violation(act, f"a {kind.value!r} message is not a result here")
+        why = _get_guard(self, worker, idx, kind)
+        if why is not None:
+            raise self._violation(act, why)
         self.tasks_outstanding -= 1
-        info[1] = True
+        self.task_info[idx][1] = True
         self.last = _new_step(Step, (act, worker, idx, kind))
         if kind is Kind.EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
@@ -633,7 +640,7 @@ class ProtocolCore:
         """
         act = Action.MAIN_MARK_WORKER_UNAVAILABLE
         self._target(act)
-        self._require(self.exhausted_worker == worker, act, f"worker {worker} did not run dry")
+        self._check(act, _mark_guard(self, worker))
         task = self.exhausted_task
         del self.task_info[task]
         self.exhausted_worker = None
@@ -649,9 +656,10 @@ class ProtocolCore:
         """MainProcessData: hand out the next result (rcvd_idx's, or any with in_order=False)."""
         act = _PROCESS
         self._target(act)
-        idx = self._next_result()
-        if idx is None:
-            raise self._violation(act, f"task {self.rcvd_idx} is not buffered")
+        why = _process_guard(self)
+        if why is not None:
+            raise self._violation(act, why)
+        idx = self._hand_out_idx()
         self._ready = None
         worker, _ = self.task_info.pop(idx)
         kind, payload = self._results.pop(idx)
@@ -689,7 +697,7 @@ class ProtocolCore:
         """MainSkipExhausted: step rcvd_idx over a retired or handed-out slot; returns the slot."""
         act = Action.MAIN_SKIP_EXHAUSTED
         self._target(act)
-        self._require(self._skippable(), act, "rcvd_idx's slot is live")
+        self._check(act, _skip_guard(self))
         task = self.rcvd_idx
         if self.task_info.pop(task, None) is not None:
             # A retired worker's task: it will never answer, so it is no longer outstanding.
@@ -702,7 +710,7 @@ class ProtocolCore:
         """MainStopIteration: nothing is left. Returns whether shutdown was decided now."""
         act = Action.MAIN_STOP_ITERATION
         target = self._target(act)
-        self._require(self.phase is Phase.ENDED or self.nothing_left(), act, "tasks are pending")
+        self._check(act, _stop_guard(self))
         decide = not self.persistent_workers and not self.shutdown
         self.phase = target
         self.in_call = False
@@ -716,8 +724,8 @@ class ProtocolCore:
         """MainDetectWorkerFailure: workers ended that the iterator depends on. Fail-stop."""
         act = Action.MAIN_DETECT_WORKER_FAILURE
         target = self._target(act)
+        self._check(act, _detect_guard(self))
         dead = self.dead_dependencies()
-        self._require(bool(dead), act, "no dependent worker ended")
         self.last = Step(act, dead[0])  # the spec reports one; the error names them all
         return self._fail_stop(target, Failure(act, tuple(dead)))
 
@@ -726,7 +734,7 @@ class ProtocolCore:
         was read). Fail-stop."""
         act = Action.MAIN_DETECT_PIN_FAILURE
         target = self._target(act)
-        self._require(self.pin_dead is not None, act, "the pin thread is not known to be dead")
+        self._check(act, _detect_pin_guard(self))
         self.last = Step(act)
         return self._fail_stop(target, Failure(act, (), self.pin_dead or ""))
 
@@ -735,8 +743,7 @@ class ProtocolCore:
         Not while a worker the iterator depends on is known dead: that death is reported."""
         act = Action.MAIN_TIMEOUT
         target = self._target(act)
-        self._require(self.waits_for_data(), act, "the iterator waits for no result")
-        self._require(not self.dead_dependencies(), act, "a worker it depends on is dead")
+        self._check(act, _timeout_guard(self))
         self.last = Step(act)
         return self._fail_stop(target, Failure(act))
 
@@ -746,7 +753,7 @@ class ProtocolCore:
         Fail-stop. Logged by the main process, which saw it, with its post-state."""
         act = Action.FAULT_RECV_ERROR
         target = self._target(act)
-        self._require(self.in_call, act, "nothing is read between calls")
+        self._check(act, _recv_guard(self, worker))
         self.last = Step(act, worker)
         return self._fail_stop(target, Failure(act, (worker,), detail))
 
@@ -765,8 +772,10 @@ class ProtocolCore:
         anything else starts the shutdown. Returns whether it did.
         """
         act = Action.MAIN_DROP_ITERATOR
+        target = self._target(act)
+        self._check(act, _drop_guard(self))
         keep_workers = self.persistent_workers and self.phase is Phase.RUNNING
-        self.phase = self._target(act)
+        self.phase = target
         if not keep_workers:
             self._decide_shutdown()
         self.last = Step(act)
@@ -776,7 +785,7 @@ class ProtocolCore:
     def resume_iteration(self) -> list[int]:
         """MainResumeIteration: a new epoch on the same workers. Returns who gets a resume."""
         act = Action.MAIN_RESUME_ITERATION
-        self._require(self.persistent_workers, act, "workers are not persistent")
+        self._check(act, _resume_guard(self))
         target = self._target(act)
         self.epoch += 1
         self._reset_epoch()
@@ -794,9 +803,9 @@ class ProtocolCore:
         """
         act = Action.MAIN_DRAIN_RESUME
         self._target(act)
+        self._check(act, _drain_guard(self, worker, kind))
         stale = kind is not Kind.RESUME
         if not stale:
-            self._require(worker in self.resume_pending, act, f"worker {worker} already resumed")
             self.resume_pending.discard(worker)
             if not self.resume_pending:
                 self.phase = Phase.RUNNING
@@ -828,7 +837,7 @@ class ProtocolCore:
         """MainPutSentinel: None into one worker's index queue."""
         act = Action.MAIN_PUT_SENTINEL
         self._stage_target(act)
-        self._require(worker in self.needs_sentinel(), act, f"worker {worker} has its sentinel")
+        self._check(act, _sentinel_guard(self, worker))
         self.sentinel_sent[worker] = True
         self.last = Step(act, worker)
 
@@ -836,12 +845,7 @@ class ProtocolCore:
         """MainTerminateWorker: the bounded join ran out; the worker was killed."""
         act = Action.MAIN_TERMINATE_WORKER
         self._stage_target(act)
-        self._require(not self.needs_sentinel(), act, "sentinels still to send")
-        self._require(
-            not self.joined[worker] and not self.terminated[worker],
-            act,
-            f"worker {worker} already exited",
-        )
+        self._check(act, _terminate_guard(self, worker))
         self.terminated[worker] = True
         self.last = Step(act, worker)
 
@@ -849,126 +853,271 @@ class ProtocolCore:
         """MainJoinWorker: the worker has exited and is reaped."""
         act = Action.MAIN_JOIN_WORKER
         self._stage_target(act)
-        self._require(not self.needs_sentinel(), act, "sentinels still to send")
-        self._require(not self.joined[worker], act, f"worker {worker} already joined")
+        self._check(act, _join_guard(self, worker))
         self.joined[worker] = True
         self.last = Step(act, worker)
 
 
-# Each action's enabling condition for next_action(): the Step to take, or None. The spec's
-# guard, plus torch's policy of when a put is tried (the put budget); the action methods check
-# the spec's guard again (a caller may take any enabled action, as the spec allows).
-_CALL_STEP = Step(_CALL)
+# ----------------------------------------------------------------------------------------------
+# The spec's guards, each written once: whether the action is enabled with these parameters, as
+# None, or the reason it is not (a constant where next_action() asks on every step). The action
+# method refuses what its guard refuses (a caller may take any enabled step, as the spec allows);
+# next_action() asks the same guard of the step it proposes (PROPOSALS). The phase or stage an
+# action needs is the tables' (PHASE_TRANSITIONS, SHUTDOWN_TRANSITIONS), not a guard's.
+Guard = Callable[..., str | None]
 
 
-def _call_guard(core: ProtocolCore) -> Step | None:
-    # Once per next(). On a FAILED iterator the call is all there is: the loop raises the
-    # failure again right after it (this guard would answer it again).
-    return None if core.in_call else _CALL_STEP
+def _call_guard(core: ProtocolCore) -> str | None:
+    return "the main thread is inside a call already" if core.in_call else None
 
 
-def _try_put_guard(core: ProtocolCore) -> Step | None:
-    if core.sampler_dry or (core._put_budget <= 0 and core.rcvd_idx != core.send_idx):
+def _put_guard(core: ProtocolCore) -> str | None:
+    # The spec's put has no parameter: its worker is NextWorker, a function of the state
+    # (next_worker(); None where no worker is eligible), which the method's worker must be.
+    if core.sampler_dry:
+        return "the sampler ran dry"
+    if len(core.task_info) >= core.max_tasks:
+        return "prefetch bound reached (the reorder window is full)"
+    return None
+
+
+def _get_guard(core: ProtocolCore, worker: int, idx: int, kind: Kind) -> str | None:
+    info = core.task_info.get(idx)
+    if info is None or info[0] != worker or info[1]:
+        return f"task {idx} is not outstanding at worker {worker}"
+    if kind is not _DATA and (kind is Kind.RESUME or not (kind is Kind.ERROR or core.iterable)):
+        return f"a {kind.value!r} message is not a result here"
+    return None
+
+
+def _process_guard(core: ProtocolCore) -> str | None:
+    # The spec's Buffered(i) /\ MayHandOut(i): with in_order=False any result, as it arrives.
+    if core._ready is not None or core.rcvd_idx in core._results:
+        return None
+    return "no result to hand out is buffered"
+
+
+def _skip_guard(core: ProtocolCore) -> str | None:
+    return None if core._skippable() else "rcvd_idx's slot is live"
+
+
+def _mark_guard(core: ProtocolCore, worker: int) -> str | None:
+    return None if core.exhausted_worker == worker else f"worker {worker} did not run dry"
+
+
+def _stop_guard(core: ProtocolCore) -> str | None:
+    return None if core.phase is Phase.ENDED or core.nothing_left() else "tasks are pending"
+
+
+def _detect_guard(core: ProtocolCore) -> str | None:
+    # (``ended`` first: no worker ended is the answer on almost every step.)
+    return None if core.ended and core.dead_dependencies() else "no dependent worker ended"
+
+
+def _detect_pin_guard(core: ProtocolCore) -> str | None:
+    return None if core.pin_dead is not None else "the pin thread is not known to be dead"
+
+
+def _timeout_guard(core: ProtocolCore) -> str | None:
+    # A death the loader can see wins over the timeout (torch checks its workers first).
+    if not core.waits_for_data():
+        return "the iterator waits for no result"
+    return "a worker it depends on is dead" if core.dead_dependencies() else None
+
+
+def _recv_guard(core: ProtocolCore, worker: int) -> str | None:
+    return None if core.in_call else "nothing is read between calls"
+
+
+def _resume_guard(core: ProtocolCore) -> str | None:
+    if not core.persistent_workers:
+        return "workers are not persistent"
+    return "the iterator is shut down" if core.shutdown else None
+
+
+def _drain_guard(core: ProtocolCore, worker: int, kind: Kind) -> str | None:
+    # Anything but an ack is a stale result, dropped; an ack comes once from each worker.
+    if kind is Kind.RESUME and worker not in core.resume_pending:
+        return f"worker {worker} already resumed"
+    return None
+
+
+def _drop_guard(core: ProtocolCore) -> str | None:
+    return "the iterator is shut down" if core.shutdown else None
+
+
+def _sentinel_guard(core: ProtocolCore, worker: int) -> str | None:
+    return None if worker in core.needs_sentinel() else f"worker {worker} has its sentinel"
+
+
+def _terminate_guard(core: ProtocolCore, worker: int) -> str | None:
+    if core.needs_sentinel():
+        return "sentinels still to send"
+    gone = core.joined[worker] or core.terminated[worker]
+    return f"worker {worker} already exited" if gone else None
+
+
+def _join_guard(core: ProtocolCore, worker: int) -> str | None:
+    if core.needs_sentinel():
+        return "sentinels still to send"
+    return f"worker {worker} already joined" if core.joined[worker] else None
+
+
+GUARDS: dict[Action, Guard] = {
+    _A.MAIN_CALL_NEXT: _call_guard,
+    _A.MAIN_TRY_PUT_INDEX: _put_guard,
+    _A.MAIN_GET_DATA: _get_guard,
+    _A.MAIN_PROCESS_DATA: _process_guard,
+    _A.MAIN_SKIP_EXHAUSTED: _skip_guard,
+    _A.MAIN_MARK_WORKER_UNAVAILABLE: _mark_guard,
+    _A.MAIN_STOP_ITERATION: _stop_guard,
+    _A.MAIN_DETECT_WORKER_FAILURE: _detect_guard,
+    _A.MAIN_DETECT_PIN_FAILURE: _detect_pin_guard,
+    _A.MAIN_TIMEOUT: _timeout_guard,
+    _A.FAULT_RECV_ERROR: _recv_guard,
+    _A.MAIN_RESUME_ITERATION: _resume_guard,
+    _A.MAIN_DRAIN_RESUME: _drain_guard,
+    _A.MAIN_DROP_ITERATOR: _drop_guard,
+    _A.MAIN_PUT_SENTINEL: _sentinel_guard,
+    _A.MAIN_TERMINATE_WORKER: _terminate_guard,
+    _A.MAIN_JOIN_WORKER: _join_guard,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# How next_action() proposes each action of a row, one of three ways (PROPOSALS):
+# * a Step: a parameterless action, whenever its guard holds (or always, with no guard beyond
+#   its row's phase or stage);
+# * Pick(f): whenever its (parameterless) guard holds, with the parameters ``f`` reads off the
+#   state (the hand-out's task, the first dead worker, rcvd_idx's slot);
+# * a proposal: torch's policy of *when* it tries the action (the put budget; a wait, and the
+#   timeout, only while next() waits for a result), or a choice among parameters the spec
+#   leaves free (the first owed sentinel, all joins at once), then the action's guard.
+# MainCallNext comes once per next(); on a FAILED iterator it is all there is (the loop raises
+# the failure again right after it).
+Proposal = Callable[[ProtocolCore], Step | None]
+
+
+class Pick(NamedTuple):
+    """The parameters of an action whose guard holds, read off the state."""
+
+    step: Callable[[ProtocolCore], Step]
+
+
+def _propose_put(core: ProtocolCore) -> Step | None:
+    # torch's policy: prefetch_factor * num_workers puts as an epoch starts, then one per
+    # hand-out or retirement; with nothing pending a put is due whatever the budget (NothingLeft
+    # holds only once the sampler ran dry).
+    if (core._put_budget <= 0 and core.rcvd_idx != core.send_idx) or _put_guard(core):
         return None
     worker = core.next_worker()
     return None if worker is None else _new_step(Step, (_TRY_PUT, worker, core.send_idx, None))
 
 
-def _detect_guard(core: ProtocolCore) -> Step | None:
-    dead = core.dead_dependencies() if core.ended else ()
-    return Step(Action.MAIN_DETECT_WORKER_FAILURE, dead[0]) if dead else None
-
-
-def _detect_pin_guard(core: ProtocolCore) -> Step | None:
-    return None if core.pin_dead is None else Step(Action.MAIN_DETECT_PIN_FAILURE)
-
-
-def _timeout_guard(core: ProtocolCore) -> Step | None:
-    # After the detections in every row: a death the loader can see wins over the timeout.
-    return Step(Action.MAIN_TIMEOUT) if core.deadline and core.waits_for_data() else None
-
-
-def _mark_guard(core: ProtocolCore) -> Step | None:
-    w = core.exhausted_worker
-    return None if w is None else Step(Action.MAIN_MARK_WORKER_UNAVAILABLE, w, core.exhausted_task)
-
-
-def _process_guard(core: ProtocolCore) -> Step | None:
-    idx = core._next_result()
-    if idx is None:
-        return None
-    return _new_step(Step, (_PROCESS, core.task_info[idx][0], idx, None))
-
-
-def _skip_guard(core: ProtocolCore) -> Step | None:
-    return Step(Action.MAIN_SKIP_EXHAUSTED, None, core.rcvd_idx) if core._skippable() else None
-
-
+_CALL_STEP = Step(_CALL)
 _GET_STEP = Step(_GET)
+_DRAIN_STEP = Step(Action.MAIN_DRAIN_RESUME)
 
 
-def _get_guard(core: ProtocolCore) -> Step | None:
+def _propose_get(core: ProtocolCore) -> Step | None:
+    # Which message arrives is the world's (its guard is asked when it is taken): the main
+    # process waits only while next() waits for a result (the spec's WaitsForData).
     return _GET_STEP if core.waits_for_data() else None
 
 
-def _stop_guard(core: ProtocolCore) -> Step | None:
-    ended = core.phase is Phase.ENDED
-    return Step(Action.MAIN_STOP_ITERATION) if ended or core.nothing_left() else None
+def _propose_drain(core: ProtocolCore) -> Step | None:
+    # Which message arrives is the world's (its guard is asked when it is taken).
+    return _DRAIN_STEP
 
 
-def _resume_guard(core: ProtocolCore) -> Step | None:
-    ok = core.persistent_workers and not core.shutdown
-    return Step(Action.MAIN_RESUME_ITERATION) if ok else None
+def _propose_timeout(core: ProtocolCore) -> Step | None:
+    # Only once a wait ran out (deadline_passed), and after the detections in every row.
+    return Step(Action.MAIN_TIMEOUT) if core.deadline and not _timeout_guard(core) else None
 
 
-def _drop_guard(core: ProtocolCore) -> Step | None:
-    return None if core.shutdown else Step(Action.MAIN_DROP_ITERATOR)
+def _propose_mark(core: ProtocolCore) -> Step | None:
+    w = core.exhausted_worker
+    if w is None or _mark_guard(core, w) is not None:
+        return None
+    return Step(Action.MAIN_MARK_WORKER_UNAVAILABLE, w, core.exhausted_task)
 
 
-def _sentinel_guard(core: ProtocolCore) -> Step | None:
-    owed = core.needs_sentinel()
-    return Step(Action.MAIN_PUT_SENTINEL, owed[0]) if owed else None
+def _propose_sentinel(core: ProtocolCore) -> Step | None:
+    for worker in core.needs_sentinel():  # the first whose guard holds
+        if _sentinel_guard(core, worker) is None:
+            return Step(Action.MAIN_PUT_SENTINEL, worker)
+    return None
 
 
-def _join_guard(core: ProtocolCore) -> Step | None:
+def _propose_join(core: ProtocolCore) -> Step | None:
     # One step for all: the workers are joined together, each one's record when it is reaped.
-    ok = not core.needs_sentinel() and not all(core.joined)
-    return Step(Action.MAIN_JOIN_WORKER) if ok else None
+    unjoined = core.unjoined()
+    return (
+        Step(Action.MAIN_JOIN_WORKER) if unjoined and not _join_guard(core, unjoined[0]) else None
+    )
 
 
-def _always(action: Action) -> Callable[[ProtocolCore], Step]:
-    """A guard that holds wherever its row is (the row's phase or stage is the whole guard)."""
-    step = Step(action)
-    return lambda _core: step
+def _process_step(core: ProtocolCore) -> Step:
+    idx = core._hand_out_idx()
+    return _new_step(Step, (_PROCESS, core.task_info[idx][0], idx, None))
 
 
-GUARDS: dict[Action, Callable[[ProtocolCore], Step | None]] = {
-    _A.MAIN_CALL_NEXT: _call_guard,
-    _A.MAIN_TRY_PUT_INDEX: _try_put_guard,
-    _A.MAIN_DETECT_WORKER_FAILURE: _detect_guard,
-    _A.MAIN_DETECT_PIN_FAILURE: _detect_pin_guard,
-    _A.MAIN_TIMEOUT: _timeout_guard,
-    _A.MAIN_MARK_WORKER_UNAVAILABLE: _mark_guard,
-    _A.MAIN_PROCESS_DATA: _process_guard,
-    _A.MAIN_SKIP_EXHAUSTED: _skip_guard,
-    _A.MAIN_GET_DATA: _get_guard,
-    _A.MAIN_STOP_ITERATION: _stop_guard,
-    _A.MAIN_RESUME_ITERATION: _resume_guard,
-    _A.MAIN_DRAIN_RESUME: _always(_A.MAIN_DRAIN_RESUME),
-    _A.MAIN_DROP_ITERATOR: _drop_guard,
-    _A.MAIN_SET_PIN_DONE: _always(_A.MAIN_SET_PIN_DONE),
-    _A.MAIN_JOIN_PIN_THREAD: _always(_A.MAIN_JOIN_PIN_THREAD),
-    _A.MAIN_SET_WORKERS_DONE: _always(_A.MAIN_SET_WORKERS_DONE),
-    _A.MAIN_PUT_SENTINEL: _sentinel_guard,
-    _A.MAIN_JOIN_WORKER: _join_guard,
+def _detect_step(core: ProtocolCore) -> Step:
+    # The spec reports one dead worker; the error names them all.
+    return Step(Action.MAIN_DETECT_WORKER_FAILURE, core.dead_dependencies()[0])
+
+
+def _skip_step(core: ProtocolCore) -> Step:
+    return Step(Action.MAIN_SKIP_EXHAUSTED, None, core.rcvd_idx)
+
+
+PROPOSALS: dict[Action, Step | Pick | Proposal] = {
+    _A.MAIN_CALL_NEXT: _CALL_STEP,
+    _A.MAIN_TRY_PUT_INDEX: _propose_put,
+    _A.MAIN_DETECT_WORKER_FAILURE: Pick(_detect_step),
+    _A.MAIN_DETECT_PIN_FAILURE: Step(_A.MAIN_DETECT_PIN_FAILURE),
+    _A.MAIN_TIMEOUT: _propose_timeout,
+    _A.MAIN_MARK_WORKER_UNAVAILABLE: _propose_mark,
+    _A.MAIN_PROCESS_DATA: Pick(_process_step),
+    _A.MAIN_SKIP_EXHAUSTED: Pick(_skip_step),
+    _A.MAIN_GET_DATA: _propose_get,
+    _A.MAIN_STOP_ITERATION: Step(_A.MAIN_STOP_ITERATION),
+    _A.MAIN_RESUME_ITERATION: Step(_A.MAIN_RESUME_ITERATION),
+    _A.MAIN_DRAIN_RESUME: _propose_drain,
+    _A.MAIN_DROP_ITERATOR: Step(_A.MAIN_DROP_ITERATOR),
+    _A.MAIN_SET_PIN_DONE: Step(_A.MAIN_SET_PIN_DONE),
+    _A.MAIN_JOIN_PIN_THREAD: Step(_A.MAIN_JOIN_PIN_THREAD),
+    _A.MAIN_SET_WORKERS_DONE: Step(_A.MAIN_SET_WORKERS_DONE),
+    _A.MAIN_PUT_SENTINEL: _propose_sentinel,
+    _A.MAIN_JOIN_WORKER: _propose_join,
 }
-# The rows with each action's guard in its place (what next_action() walks).
-_GUARD_ROWS = {
-    request: {phase: tuple(GUARDS[a] for a in row) for phase, row in rows.items()}
+
+
+def _holds(core: ProtocolCore) -> None:
+    """The guard of an action with none beyond its row."""
+
+
+# One try of next_action(): what it asks first, and then the step (or what picks its
+# parameters) where that was the action's guard; a proposal is asked alone.
+_Try = tuple[Callable[[ProtocolCore], Any], Step | None, Callable[[ProtocolCore], Step] | None]
+
+
+def _try(action: Action) -> _Try:
+    proposal = PROPOSALS[action]
+    if isinstance(proposal, Step):
+        return GUARDS.get(action, _holds), proposal, None
+    if isinstance(proposal, Pick):
+        return GUARDS[action], None, proposal.step
+    return proposal, None, None
+
+
+# The rows with each action's try in its place (what next_action() walks).
+_PROPOSAL_ROWS = {
+    request: {phase: tuple(_try(a) for a in row) for phase, row in rows.items()}
     for request, rows in NEXT_ACTIONS.items()
 }
-_SHUTDOWN_GUARD_ROWS = {
-    stage: tuple(GUARDS[a] for a in row) for stage, row in SHUTDOWN_ACTIONS.items()
+_SHUTDOWN_PROPOSAL_ROWS = {
+    stage: tuple(_try(a) for a in row) for stage, row in SHUTDOWN_ACTIONS.items()
 }
 
 # The actions next_action() never answers: they are taken on what the world reports (a worker

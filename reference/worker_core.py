@@ -84,6 +84,11 @@ class WorkerCore:
         state = {"worker": self.worker, "epoch": self.epoch, "exited": self.exited}
         return ProtocolViolation(action, {**state, "iteration_end": self.iteration_end}, why)
 
+    def _check(self, action: Action, why: str | None) -> None:
+        """Refuse ``action`` where its guard said why it is not enabled (nothing changes)."""
+        if why is not None:
+            raise self._violation(action, why)
+
     def _origin(self, idx: int) -> Origin | None:
         return (self.worker, idx, self.epoch) if self.traced else None
 
@@ -101,14 +106,15 @@ class WorkerCore:
         Raises:
             ProtocolViolation: the worker has exited; nothing changed.
         """
-        if self.exited:
-            raise self._violation(_A.WORKER_EXIT, "the worker has exited")
+        why = _alive_guard(self)
+        if why is not None:
+            raise self._violation(_A.WORKER_EXIT, why)
         if message is SENTINEL:
             return Step(_A.WORKER_EXIT, self.worker)
         if message == RESUME:
             return Step(_A.WORKER_ACK_RESUME, self.worker)
         assert isinstance(message, Task)
-        if done or self.iteration_end:
+        if done or _fetch_guard(self) is not None:  # (the spec's WorkerSkipIndex)
             return Step(_A.WORKER_SKIP_INDEX, self.worker, message.idx)
         kind = None if self.init_error is None else _ERROR
         return _new_step(Step, (_FETCH, self.worker, message.idx, kind))
@@ -116,8 +122,7 @@ class WorkerCore:
     # ---------------------------------------------------------------- actions ---------------
     def ack_resume(self) -> Result:
         """WorkerAckResume: the next epoch begins (the shard is fresh); returns the ack to send."""
-        if self.exited:
-            raise self._violation(_A.WORKER_ACK_RESUME, "the worker has exited")
+        self._check(_A.WORKER_ACK_RESUME, _alive_guard(self))
         self.epoch += 1
         self.iteration_end = False
         self.last = Step(_A.WORKER_ACK_RESUME, self.worker)
@@ -125,8 +130,7 @@ class WorkerCore:
 
     def skip_index(self, idx: int) -> None:
         """WorkerSkipIndex: task ``idx`` is dropped (done event set, or the shard ran dry)."""
-        if self.exited:
-            raise self._violation(_A.WORKER_SKIP_INDEX, "the worker has exited")
+        self._check(_A.WORKER_SKIP_INDEX, _alive_guard(self))
         self.last = Step(_A.WORKER_SKIP_INDEX, self.worker, idx)
 
     def fetch(self, idx: int, kind: Kind | None = None, payload: Any = None) -> Result:
@@ -137,8 +141,9 @@ class WorkerCore:
         Raises:
             ProtocolViolation: the worker exited or this epoch's shard ran dry; nothing changed.
         """
-        if self.exited or self.iteration_end:
-            raise self._violation(_FETCH, "the worker has exited or its shard ran dry")
+        why = _fetch_guard(self)
+        if why is not None:
+            raise self._violation(_FETCH, why)
         if self.init_error is not None:
             kind, payload, self.init_error = _ERROR, self.init_error, None
         elif kind is _EXHAUSTED:
@@ -168,3 +173,16 @@ class WorkerCore:
         """WorkerExit: the None sentinel came; the worker ends cleanly."""
         self.exited = True
         self.last = Step(_A.WORKER_EXIT, self.worker)
+
+
+# The guards, each written once (as the main core's ``GUARDS``): None, or why the action is not
+# enabled. A method refuses what its guard refuses; ``next_action`` asks the same guards. (The
+# done event is the main process's: a task taken while it is set is skipped, never fetched.)
+def _alive_guard(core: WorkerCore) -> str | None:
+    return "the worker has exited" if core.exited else None
+
+
+def _fetch_guard(core: WorkerCore) -> str | None:
+    # The spec's Fetchable, but for the done event: alive, and this epoch's shard not dry.
+    why = _alive_guard(core)
+    return "its shard ran dry this epoch" if why is None and core.iteration_end else why

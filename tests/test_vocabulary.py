@@ -14,7 +14,7 @@ from loaderspec.vocabulary import (
     RANK_PROPERTIES,
     Action,
     Actor,
-    Kind,
+    Check,
     Level,
     PropertyName,
     property_named,
@@ -50,7 +50,7 @@ def test_levels_grade_torch_weaker_behaviour_as_should():
         PropertyName.PIN_THREAD_EXITS_FIRST,  # the NOTE: the other order is "slow", not wrong
         PropertyName.PROMPT_FAULT_HANDLING,
     }
-    assert property_named("PromptFaultHandling").kind is Kind.MEASURED
+    assert property_named("PromptFaultHandling").check is Check.MEASURED
 
 
 def test_a_property_is_found_by_name_or_by_member():
@@ -83,7 +83,7 @@ def test_rank_properties_are_the_suites_alone():
         "RanksEvenBatchCounts",
         "RanksShareEpochPermutation",
     ]
-    assert all(p.kind is Kind.SUITE and p.module is None for p in RANK_PROPERTIES)
+    assert all(p.check is Check.SUITE and p.module is None for p in RANK_PROPERTIES)
     assert not any(p.modelled for p in RANK_PROPERTIES)
     assert all(p.modelled for p in CHECKPOINT_PROPERTIES)
     assert all(p.level is Level.MUST for p in RANK_PROPERTIES)

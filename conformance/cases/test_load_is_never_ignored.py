@@ -32,9 +32,9 @@ def _plan(before_load: str, persistent: bool) -> ResumePlan:
 
 def _grade(grade: Grade, loader_cls: type, plan: ResumePlan) -> None:
     r = play_resume(loader_cls, plan, must=LOAD)
-    refused = [e for e in errors(r) if e["at"] == "load"]
+    refused = [e for e in errors(r) if e.at == "load"]
     if refused:
-        grade.note(f"the load raised, as allowed: {refused[0]['value'][:120]}")
+        grade.note(f"the load raised, as allowed: {refused[0].text[:120]}")
     else:
         same_stream(grade, r, LOAD)
     nothing_left(grade, r)

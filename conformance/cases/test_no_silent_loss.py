@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from loaderspec.conformance.harness import MUST_BOUND_S, Die, Grade, checks, kwargs, play, workers
 from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
-from loaderspec.conformance.harness.schedules import DEADLINE_S, Schedule, judge, picks, schedules
+from loaderspec.conformance.harness.schedules import DEADLINE_S, DrawnFault, judge, picks, schedules
 
 PROP = "NoSilentLoss"
 
@@ -68,7 +68,7 @@ ALL_MUSTS = (
 
 
 def _drawn_faults(loader_cls: type, grade: Grade, examples: int) -> None:
-    def one(schedule: Schedule) -> None:
+    def one(schedule: DrawnFault) -> None:
         parent_dies = schedule.fault == "parent_kill"
         r = play(
             loader_cls,

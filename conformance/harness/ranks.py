@@ -29,6 +29,13 @@ import pytest
 from loaderspec.conformance.harness import checks
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, Grade, fail
 from loaderspec.faultinject import ranks
+from loaderspec.faultinject.rank_events import (
+    RankBatch,
+    RankError,
+    RankRaised,
+    StepFailed,
+    WorkersLeft,
+)
 from loaderspec.faultinject.ranks import RankPlan, RankRun, expected_indices
 
 __all__ = [
@@ -65,9 +72,9 @@ def play_ranks(
         fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r))
     if report.outcome != "returned":
         pytest.fail(f"the rank group did not end normally: {report.error}", pytrace=False)
-    raised = r.of(None, None, "raised")
+    raised = r.of(None, None, RankRaised)
     if raised:
-        rank, text = raised[0]["rank"], raised[0]["value"]
+        rank, text = raised[0].rank, raised[0].text
         pytest.fail(f"rank {rank} raised outside the loader's calls: {text}", pytrace=False)
     return r
 
@@ -75,9 +82,9 @@ def play_ranks(
 def _last_moves(r: RankRun) -> str:
     moves = []
     for rank in range(r.plan.world):
-        mine = [e for e in r.events if e["rank"] == rank]
-        last = f"{mine[-1]['kind']} in epoch {mine[-1]['epoch']}" if mine else "nothing"
-        moves.append(f"rank {rank}: {len(r.of(rank, None, 'batch'))} batches, then {last}")
+        mine = [e for e in r.events if e.rank == rank]
+        last = f"{mine[-1].name} in epoch {mine[-1].epoch}" if mine else "nothing"
+        moves.append(f"rank {rank}: {len(r.of(rank, None, RankBatch))} batches, then {last}")
     return "still running at the deadline (" + "; ".join(moves) + "); killed"
 
 
@@ -88,17 +95,17 @@ def _counts(r: RankRun, epoch: int) -> str:
 def even_batches(grade: Grade, r: RankRun) -> None:
     """RanksEvenBatchCounts: each epoch ends in StopIteration on every rank after the same
     number of batches, and no rank was left alone in a step's all_reduce."""
-    failed = r.of(None, None, "step_failed")
+    failed = r.of(None, None, StepFailed)
     hang = ""
     if failed:
         f = failed[0]
         hang = (
-            f"; rank {f['rank']}'s all_reduce after its batch {f['step']} of epoch {f['epoch']}"
-            f" failed after {f['dt']:.1f} s ({f['value'][:100]}): DDP's ranks would hang there"
+            f"; rank {f.rank}'s all_reduce after its batch {f.step} of epoch {f.epoch}"
+            f" failed after {f.dt:.1f} s ({f.text[:100]}): DDP's ranks would hang there"
         )
     for epoch in range(r.plan.epochs):
         counts = {len(r.batches(rank, epoch)) for rank in range(r.plan.world)}
-        if r.of(None, epoch, "step_failed") or len(counts) > 1:
+        if r.of(None, epoch, StepFailed) or len(counts) > 1:
             grade.fail(
                 EVEN,
                 f"every rank to hand out the same number of batches in epoch {epoch}",
@@ -106,9 +113,9 @@ def even_batches(grade: Grade, r: RankRun) -> None:
             )
             return
         for rank in range(r.plan.world):
-            errors = r.of(rank, epoch, "error")
+            errors = r.of(rank, epoch, RankError)
             if errors:
-                grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", errors[0]["value"])
+                grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", errors[0].text)
                 return
             if not r.ended(rank, epoch):
                 grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", "it never ended")
@@ -194,12 +201,12 @@ def same_permutation(grade: Grade, r: RankRun) -> None:
 def nothing_left(grade: Grade, r: RankRun) -> None:
     """ShutdownCompletes: every rank's workers gone once its loader was dropped, and nothing of
     the group left: no process, zombie, /dev/shm entry, and nothing listening on its port."""
-    for e in r.of(None, None, "left"):
-        if e["value"]:
+    for e in r.of(None, None, WorkersLeft):
+        if e.pids:
             grade.fail(
                 "ShutdownCompletes",
-                f"rank {e['rank']}'s workers gone once its loader was dropped",
-                f"workers {e['value']} alive {MUST_BOUND_S:g} s later",
+                f"rank {e.rank}'s workers gone once its loader was dropped",
+                f"workers {list(e.pids)} alive {MUST_BOUND_S:g} s later",
             )
             return
     left = checks.leaks(r)

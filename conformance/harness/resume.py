@@ -36,6 +36,7 @@ from loaderspec.conformance.harness.scenario import LEAK_WAIT_S
 from loaderspec.faultinject import loaders, resume
 from loaderspec.faultinject.faults import Raise
 from loaderspec.faultinject.resume import Cut, Moment, ResumePlan, ResumeRun
+from loaderspec.faultinject.resume_events import ResumeError, StateChanged, StateTaken
 
 __all__ = [
     "ADVANCES",
@@ -95,7 +96,7 @@ def play_resume(
     report = r.report
     assert report is not None
     if report.outcome == "deadline":
-        last = ", ".join(f"{e['kind']} (segment {e['seg']})" for e in r.events[-4:]) or "nothing"
+        last = ", ".join(f"{e.name} (segment {e.seg})" for e in r.events[-4:]) or "nothing"
         fail(must, f"the scenario to end within {deadline_s:g} s", f"still running: {last}")
     if report.outcome != "returned":
         pytest.fail(f"the resume scenario did not end normally: {report.error}", pytrace=False)
@@ -130,30 +131,30 @@ def _cut(cut: Cut) -> str:
     return where
 
 
-def errors(r: ResumeRun) -> list[dict[str, Any]]:
+def errors(r: ResumeRun) -> list[ResumeError]:
     """The errors the interrupted run met (a load, iter(), next(), state_dict()), but those
     the plan's faults raise in their turn (they are part of the stream compared)."""
-    return [e for e in r.of(None, "error") if e["seg"] >= 0 and not _injected(r, e)]
+    return [e for e in r.of(None, ResumeError) if e.seg >= 0 and not _injected(r, e)]
 
 
-def _injected(r: ResumeRun, e: dict[str, Any]) -> bool:
+def _injected(r: ResumeRun, e: ResumeError) -> bool:
     """An error next() raised for one of the plan's faults (its type, re-raised in turn)."""
     kinds = {f.exc_type.__name__ for f in r.plan.faults}
-    return e["at"] == "next" and e["type"] in kinds
+    return e.at == "next" and e.type in kinds
 
 
 def same_stream(grade: Grade, r: ResumeRun, prop: str = EQUIVALENCE) -> None:
     """`prop`: the interrupted run hands out, epoch by epoch, what the uninterrupted one did."""
     plan = r.plan
-    full_errors = [e for e in r.of(-1, "error") if not _injected(r, e)]
+    full_errors = [e for e in r.of(-1, ResumeError) if not _injected(r, e)]
     if full_errors:
-        grade.fail(prop, "an uninterrupted run without errors", full_errors[0]["value"])
+        grade.fail(prop, "an uninterrupted run without errors", full_errors[0].text)
         return
     bad = errors(r)
     if bad:
         e = bad[0]
-        where = f"{e['at']}() of segment {e['seg']}" if e["at"] != "load" else "load_state_dict()"
-        grade.fail(prop, f"the resume to go on ({describe(plan)})", f"{where} raised {e['value']}")
+        where = f"{e.at}() of segment {e.seg}" if e.at != "load" else "load_state_dict()"
+        grade.fail(prop, f"the resume to go on ({describe(plan)})", f"{where} raised {e.text}")
         return
     full, got = r.uninterrupted(), r.resumed()
     ordered = plan.kwargs.get("in_order", True) is not False
@@ -186,16 +187,16 @@ def _diagnosis(want: list[Any], have: list[Any]) -> str:
 def immutable(grade: Grade, r: ResumeRun) -> None:
     """SnapshotIsImmutable: no state changed after `state_dict()` returned it. Notes a state
     that `torch.load(weights_only=True)` cannot read back."""
-    changed = r.of(None, "state_changed")
+    changed = r.of(None, StateChanged)
     if changed:
         c = changed[0]
         grade.fail(
             IMMUTABLE,
-            f"the state taken after {c['after']} batches of epoch {c['epoch']} to stay as returned",
+            f"the state taken after {c.after} batches of epoch {c.epoch} to stay as returned",
             "it pickles differently once the loader went on (it is the loader's live state)",
         )
         return
-    portable = [s["weights_only"] for s in r.of(None, "state") if s["weights_only"]]
+    portable = [s.weights_only for s in r.of(None, StateTaken) if s.weights_only]
     if portable:
         grade.note(f"a state does not survive torch.load(weights_only=True): {portable[0]}")
 
@@ -217,13 +218,13 @@ def topology(grade: Grade, r: ResumeRun) -> None:
     e = bad[0]
     before = r.plan.kwargs.get("num_workers", 0)
     after = (r.plan.resume_kwargs or {}).get("num_workers", 0)
-    numbers = set(re.findall(r"\d+", e["value"]))
-    if e["type"] == "AssertionError" or not {str(before), str(after)} <= numbers:
+    numbers = set(re.findall(r"\d+", e.text))
+    if e.type == "AssertionError" or not {str(before), str(after)} <= numbers:
         grade.non_strict(
             TOPOLOGY,
             None,
-            f"resumed with num_workers={after} (state of num_workers={before}): {e['at']}()"
-            f" raised {e['value'][:160]!r}, not an error naming both counts",
+            f"resumed with num_workers={after} (state of num_workers={before}): {e.at}()"
+            f" raised {e.text[:160]!r}, not an error naming both counts",
         )
 
 

@@ -1,7 +1,7 @@
 """Fault schedules drawn, not only hand-picked: one fault at a drawn point of a drawn epoch, and
 every MUST property the run can show checked on it.
 
-A `Schedule` is a small map-style epoch (6-12 items, batch size 1-2, 1-3 workers, prefetch 1-3,
+A `DrawnFault` is a small map-style epoch (6-12 items, batch size 1-2, 1-3 workers, prefetch 1-3,
 in order or not) with one fault: a worker killed at fetch k, in collate, while idle after item k
 or while blocked writing item k; a persistent worker killed while the workers sit idle between
 two epochs; a fetch that hangs (with `timeout=1`); a fetch that raises; or
@@ -31,7 +31,7 @@ from loaderspec.faultinject.events import Error, Stop
 from loaderspec.faultinject.faults import Die, Fault, Hang, Raise
 from loaderspec.faultinject.loaders import WorkerKind
 
-__all__ = ["DEADLINE_S", "FAULTS", "Schedule", "judge", "picks", "schedules"]
+__all__ = ["DEADLINE_S", "FAULTS", "DrawnFault", "judge", "picks", "schedules"]
 
 FaultKind = Literal[
     "die_fetch",
@@ -62,7 +62,7 @@ DEADLINE_S = 20.0  # per schedule: the 15 s MUST bound and a margin
 
 
 @dataclass(frozen=True)
-class Schedule:
+class DrawnFault:
     """One drawn run: the epoch and its one fault (see the module docstring)."""
 
     fault: FaultKind
@@ -120,13 +120,13 @@ class Schedule:
 
 
 @st.composite
-def _schedule(draw: st.DrawFn, kinds: tuple[FaultKind, ...]) -> Schedule:
+def _schedule(draw: st.DrawFn, kinds: tuple[FaultKind, ...]) -> DrawnFault:
     fault = draw(st.sampled_from(kinds))
     n = draw(st.integers(6, 12))
     # Blocked writes need single-item batches (an oversized item is not collated with others).
     batch_size = 1 if fault == "die_blocked" else draw(st.integers(1, 2))
     last = n // batch_size if fault == "parent_kill" else n - 1
-    return Schedule(
+    return DrawnFault(
         fault=fault,
         at=draw(st.integers(0, last)),
         n=n,
@@ -137,19 +137,19 @@ def _schedule(draw: st.DrawFn, kinds: tuple[FaultKind, ...]) -> Schedule:
     )
 
 
-def schedules(kind: WorkerKind) -> st.SearchStrategy[Schedule]:
+def schedules(kind: WorkerKind) -> st.SearchStrategy[DrawnFault]:
     """Schedules for a loader whose workers are `kind`: no kills unless they are processes."""
     kinds = _DRAWN if kind == "processes" else tuple(f for f in _DRAWN if f not in _KILLS)
     return _schedule(kinds)
 
 
-def picks(kind: WorkerKind) -> tuple[Schedule, ...]:
+def picks(kind: WorkerKind) -> tuple[DrawnFault, ...]:
     """The schedules played before the drawn ones: a kill between two persistent epochs, for
     worker processes."""
-    return (Schedule("die_between", at=0, n=8, workers=2),) if kind == "processes" else ()
+    return (DrawnFault("die_between", at=0, n=8, workers=2),) if kind == "processes" else ()
 
 
-def _task_lost(schedule: Schedule, r: Run) -> bool:
+def _task_lost(schedule: DrawnFault, r: Run) -> bool:
     """The fault killed a worker that held a task: in a fetch or collate, or while it was
     blocked writing a result (its record says whether it was)."""
     fired = {f.fault for f in r.fetches if f.event == "fault"}
@@ -158,7 +158,7 @@ def _task_lost(schedule: Schedule, r: Run) -> bool:
     return schedule.fault in ("die_fetch", "die_collate") and bool(fired)
 
 
-def _judge_between(grade: Grade, schedule: Schedule, r: Run, replay: str) -> None:
+def _judge_between(grade: Grade, schedule: DrawnFault, r: Run, replay: str) -> None:
     """A worker killed between two persistent epochs: the first whole, the second raises within
     the bounds (WorkerDeathRaises) or is whole too (a loader that restarts its workers)."""
     everything = list(range(schedule.n))
@@ -179,7 +179,7 @@ def _judge_between(grade: Grade, schedule: Schedule, r: Run, replay: str) -> Non
             return
 
 
-def judge(grade: Grade, schedule: Schedule, r: Run) -> None:
+def judge(grade: Grade, schedule: DrawnFault, r: Run) -> None:
     """Grade run `r` of `schedule` (see the module docstring)."""
     replay = f"; replay: {schedule}"
     # Item `at` of a blocked-write schedule is handed out as its oversized bytes.

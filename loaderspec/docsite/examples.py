@@ -18,7 +18,7 @@ from typing import Any
 
 from loaderspec.faultinject.faults import Die, Hang, Sleep
 from loaderspec.replay import TIMEOUT_S, Schedule, play
-from loaderspec.traces import Run, read_logs, split_runs
+from loaderspec.traces import IteratorTrace, read_logs, split_runs
 
 ATTEMPTS = 3
 
@@ -110,7 +110,7 @@ EXAMPLES: tuple[Example, ...] = (
 BY_SLUG = {e.slug: e for e in EXAMPLES}
 
 
-def record(example: Example) -> Run:
+def record(example: Example) -> IteratorTrace:
     """Play the example against the reference loader and return its one traced run.
 
     Raises:
@@ -135,6 +135,6 @@ def record(example: Example) -> Run:
     )
 
 
-def handed_out(run: Run) -> list[int]:
+def handed_out(run: IteratorTrace) -> list[int]:
     """The tasks handed out, in the order the user got them."""
     return [r.task for r in run.records if r.action == "MainProcessData" and r.task is not None]

@@ -24,7 +24,7 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.pages import Page
 
 from loaderspec.docsite import examples, links, pages, sequence, sources, statediagram
-from loaderspec.traces import Run
+from loaderspec.traces import IteratorTrace
 from loaderspec.vocabulary import Actor
 
 log = logging.getLogger("mkdocs.hooks.loaderspec")
@@ -45,8 +45,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     return config
 
 
-def _record(used: list[tuple[str, list[str]]]) -> dict[str, Run]:
-    runs: dict[str, Run] = {}
+def _record(used: list[tuple[str, list[str]]]) -> dict[str, IteratorTrace]:
+    runs: dict[str, IteratorTrace] = {}
     for name, args in used:
         if name != "example":
             continue
@@ -118,7 +118,7 @@ def _state_diagrams(page_dir: str, up: str) -> str:
     return "\n\n".join(out)
 
 
-def _example(slug: str, run: Run, page_dir: str) -> str:
+def _example(slug: str, run: IteratorTrace, page_dir: str) -> str:
     example = examples.BY_SLUG[slug]
     src = posixpath.relpath(f"{DIAGRAMS}/{slug}.svg", page_dir)
     order = ", ".join(map(str, examples.handed_out(run))) or "nothing"

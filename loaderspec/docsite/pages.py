@@ -229,7 +229,7 @@ def properties(up: str) -> str:
         lines = [
             f"### {prop.name} {{ #{prop.name} }}",
             "",
-            f"**{prop.level.value}**, {prop.kind.value}. {prop.claim}",
+            f"**{prop.level.value}**, {prop.check.value}. {prop.claim}",
             "",
             f"- spec: {_spec_link(prop.name, up)}",
             f"- broken variants: {variants or 'none'}",

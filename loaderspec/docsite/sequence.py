@@ -3,8 +3,8 @@
 Lifelines are the spec's actors (Main, Worker k, Pin, Fault); every record is a row, drawn as
 an arrow when its action sends something to another actor (``SENDS_TO``: a task, a sentinel, a
 result, a signal) and as a box on its own lifeline otherwise. A lifeline ends with a cross where
-its process or thread ended. Input is a ``loaderspec.traces.Run``; output is a standalone SVG.
-Knows nothing of MkDocs or of how the run was recorded.
+its process or thread ended. Input is a ``loaderspec.traces.IteratorTrace``; output is a standalone
+SVG. Knows nothing of MkDocs or of how the run was recorded.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from loaderspec.traces import Record, Run
+from loaderspec.traces import IteratorTrace, Record
 from loaderspec.vocabulary import Action
 
 A = Action
@@ -118,7 +118,7 @@ def label(record: Record, *, arrow: bool) -> str:
     return text
 
 
-def rows_of(run: Run) -> list[Row]:
+def rows_of(run: IteratorTrace) -> list[Row]:
     """The drawable rows of a run (its ``Config`` header is not an action and is left out)."""
     pinned = bool(run.config.get("pin_memory")) or any(r.actor == "Pin" for r in run.records)
     rows = []
@@ -129,7 +129,7 @@ def rows_of(run: Run) -> list[Row]:
     return rows
 
 
-def lanes_of(run: Run, rows: list[Row]) -> list[str]:
+def lanes_of(run: IteratorTrace, rows: list[Row]) -> list[str]:
     """Main, the workers, then Pin and Fault where the run has them."""
     seen = {r.source for r in rows} | {r.target for r in rows}
     workers = int(run.config.get("num_workers") or 0)
@@ -143,7 +143,7 @@ def _text_w(text: str) -> float:
     return len(text) * CHAR_W + 10
 
 
-def render(run: Run, title: str) -> str:
+def render(run: IteratorTrace, title: str) -> str:
     """The run as an SVG sequence diagram."""
     rows = rows_of(run)
     lanes = lanes_of(run, rows)

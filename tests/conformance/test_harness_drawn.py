@@ -48,14 +48,14 @@ def test_drawn_configurations_are_ones_torch_accepts(cfg: Config):
 
 @settings(max_examples=40, deadline=None, database=None)
 @given(schedules.schedules("threads"))
-def test_thread_workers_get_no_kills(schedule: schedules.Schedule):
+def test_thread_workers_get_no_kills(schedule: schedules.DrawnFault):
     assert not schedule.fault.startswith("die")
     assert schedule.fault != "parent_kill" or schedule.at <= schedule.n
 
 
 @pytest.mark.parametrize("fault", schedules.FAULTS)
 def test_every_fault_makes_a_plan(fault: str):
-    plan = schedules.Schedule(fault=fault, at=2).plan()
+    plan = schedules.DrawnFault(fault=fault, at=2).plan()
     assert (fault == "parent_kill") == bool(plan.leave)
     assert (fault == "hang") == ("timeout" in plan.kwargs)
 
@@ -136,7 +136,7 @@ def test_the_drawn_fault_schedules_cover_every_fault():
     play every fault kind for worker processes, a kill between persistent epochs included."""
     from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn
 
-    seen: list[schedules.Schedule] = []
+    seen: list[schedules.DrawnFault] = []
     for examples in (QUICK_EXAMPLES + 1, MORE_EXAMPLES):
         strategy, picks = schedules.schedules("processes"), schedules.picks("processes")
         check_drawn(strategy, seen.append, examples=examples, picks=picks, shrink_s=0)

@@ -6,16 +6,16 @@ from __future__ import annotations
 import re
 
 from loaderspec.docsite import sequence
-from loaderspec.traces import Record, Run
+from loaderspec.traces import IteratorTrace, Record
 from loaderspec.vocabulary import Action
 
 
-def _run(*records: tuple, pin_memory: bool = False) -> Run:
+def _run(*records: tuple, pin_memory: bool = False) -> IteratorTrace:
     recs = tuple(
         Record(t=i * 1_000_000, pid=1, actor=actor, action=action, worker=worker, task=task)
         for i, (actor, action, worker, task) in enumerate(records)
     )
-    return Run("test", {"num_workers": 2, "pin_memory": pin_memory}, recs)
+    return IteratorTrace("test", {"num_workers": 2, "pin_memory": pin_memory}, recs)
 
 
 def test_every_action_is_drawn_as_a_send_or_a_step():

@@ -8,6 +8,7 @@ from typing import Any
 
 import psutil
 from loaderspec.faultinject import ranks
+from loaderspec.faultinject.rank_events import RankBatch
 from loaderspec.reference import DataLoader
 
 
@@ -44,7 +45,7 @@ def test_a_hung_rank_is_killed_at_the_deadline_with_the_whole_group() -> None:
     assert r.report is not None
     assert r.report.outcome == "deadline"
     assert r.report.elapsed_s < 20
-    assert r.of(1, 0, "batch") == []
+    assert r.of(1, 0, RankBatch) == []
     # every rank and worker was in the sandbox's session: killed and reaped by pid
     left = [p.pid for p in psutil.process_iter() if _session(p.pid) == r.report.pid]
     assert left == []

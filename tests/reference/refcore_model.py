@@ -25,10 +25,9 @@ from loaderspec.reference.core import (
     ProtocolConfig,
     ProtocolCore,
     ProtocolViolation,
+    Stage,
 )
 from loaderspec.reference.messages import (
-    RESUME,
-    SENTINEL,
     Arrived,
     Event,
     Exited,
@@ -39,6 +38,9 @@ from loaderspec.reference.messages import (
     Task,
     TimedOut,
 )
+from loaderspec.reference.worker_core import WorkerCore
+
+from loaderspec.vocabulary import Action
 
 
 @dataclass
@@ -67,15 +69,20 @@ class Config:
 
 @dataclass
 class SimWorker:
+    """A worker's world: its queues, its dataset shard and its faults. What it does with a
+    message is its pure core's (``reference/worker_core.py``), as in ``reference/worker.py``."""
+
+    core: WorkerCore
     index_queue: deque[IndexMessage] = field(default_factory=deque)
     result_queue: deque[Result] = field(default_factory=deque)
     alive: bool = True
-    exited: bool = False  # exited cleanly on its sentinel
-    iteration_end: bool = False
-    yielded: int = 0
-    epoch: int = 0
+    yielded: int = 0  # items of its shard fetched this epoch (iterable)
     death_seen: bool = False
     hung: bool = False  # stuck inside a fetch: takes no more steps (FaultHangWorker)
+
+    @property
+    def exited(self) -> bool:  # exited cleanly on its sentinel
+        return self.core.exited
 
 
 class World:
@@ -85,7 +92,9 @@ class World:
         self.cfg = cfg
         self.choose = choose
         self.core = ProtocolCore(cfg.protocol())
-        self.workers = [SimWorker() for _ in range(cfg.num_workers)]
+        self.workers = [
+            SimWorker(WorkerCore(w, iterable=cfg.iterable)) for w in range(cfg.num_workers)
+        ]
         self.sampler: Iterator[Any] = iter(())
         self.kill_budget = 0
         self.hang_budget = 0
@@ -139,34 +148,42 @@ class World:
         self.killed_any = True
 
     def worker_step(self, w: int) -> None:
-        """One message off the worker's index queue (torch's _worker_loop body)."""
+        """One message off the worker's index queue, stepped by the worker's own core (as
+        ``reference/worker.py`` steps it; called directly, not through ``loop.take``: a worker's
+        records belong in its own process's file, not among the main process's); the world only
+        plays the fetcher."""
         sw = self.workers[w]
         msg = sw.index_queue.popleft()
-        if msg == RESUME:
-            sw.epoch += 1
-            sw.iteration_end = False
+        core = sw.core
+        step = core.next_action(msg, self.core.stage is Stage.WORKERS_TOLD)
+        action = step.action
+        if action is Action.WORKER_FETCH:
+            assert isinstance(msg, Task)
+            result = core.fetch(msg.idx, *self.fetched(sw, w, msg))
+            if result.kind is Kind.EXHAUSTED:
+                self.exhausted_at[core.epoch, w] = msg.idx
+            core.put(result)
+            sw.result_queue.append(result)
+        elif action is Action.WORKER_SKIP_INDEX:
+            assert step.task is not None
+            self.in_flight.discard(step.task)
+            core.skip_index(step.task)
+        elif action is Action.WORKER_ACK_RESUME:
             sw.yielded = 0
-            sw.result_queue.append(Result(-1, Kind.RESUME, None))
-            return
-        if msg is SENTINEL:
-            sw.exited = True
-            return
-        assert isinstance(msg, Task)
-        if sw.iteration_end:
-            self.in_flight.discard(msg.idx)  # WorkerSkipIndex
-            return
-        if self.cfg.iterable:
-            if sw.yielded < self.cfg.shards[w]:
-                sw.yielded += 1
-                sw.result_queue.append(Result(msg.idx, Kind.DATA, (sw.epoch, msg.idx)))
-            else:
-                sw.iteration_end = True
-                self.exhausted_at[sw.epoch, w] = msg.idx
-                sw.result_queue.append(Result(msg.idx, Kind.EXHAUSTED, None))
-        elif msg.index in self.cfg.errors:
-            sw.result_queue.append(Result(msg.idx, Kind.ERROR, (sw.epoch, msg.idx)))
+            sw.result_queue.append(core.ack_resume())
         else:
-            sw.result_queue.append(Result(msg.idx, Kind.DATA, (sw.epoch, msg.idx)))
+            core.exit()  # WorkerExit
+
+    def fetched(self, sw: SimWorker, w: int, task: Task) -> tuple[Kind, Any]:
+        """What the fetcher gives for ``task``: the next item of the worker's shard (or its
+        end), a raise for an index in ``errors``, or the item (epoch, idx)."""
+        item = (sw.core.epoch, task.idx)
+        if self.cfg.iterable:
+            if sw.yielded >= self.cfg.shards[w]:
+                return Kind.EXHAUSTED, None
+            sw.yielded += 1
+            return Kind.DATA, item
+        return (Kind.ERROR if task.index in self.cfg.errors else Kind.DATA), item
 
     def visible_deaths(self) -> list[int]:
         """Dead workers the main process can see: their results are all read (the shell's

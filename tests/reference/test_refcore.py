@@ -25,6 +25,7 @@ from loaderspec.reference.core import (
     NEXT_ACTIONS,
     OBSERVED_FAULT_METHOD,
     PHASE_TRANSITIONS,
+    PROPOSALS,
     REPORTED_ACTIONS,
     SHUTDOWN_ACTIONS,
     SHUTDOWN_TRANSITIONS,
@@ -61,14 +62,31 @@ def _next(core: ProtocolCore) -> Action:
 
 
 # ----------------------------------------------------------------------- the tables ---------
-def test_every_row_action_has_a_guard_and_the_others_are_reported():
+def test_every_row_action_has_a_proposal_and_the_others_are_reported():
     in_rows = {a for by_phase in NEXT_ACTIONS.values() for row in by_phase.values() for a in row}
     in_rows |= {a for row in SHUTDOWN_ACTIONS.values() for a in row}
-    assert in_rows == set(GUARDS)
-    assert set(GUARDS) | REPORTED_ACTIONS == set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
+    assert in_rows == set(PROPOSALS)
+    assert set(PROPOSALS) | REPORTED_ACTIONS == set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
+    # Every guard is the guard of an action the core takes; the actions without one are
+    # enabled by their row's phase or stage alone (PHASE_TRANSITIONS, SHUTDOWN_TRANSITIONS).
+    assert set(GUARDS) <= set(CORE_METHOD) | set(OBSERVED_FAULT_METHOD)
     assert set(SHUTDOWN_ACTIONS) == set(SHUTDOWN_TRANSITIONS) == set(Stage)
     for stage, row in SHUTDOWN_ACTIONS.items():
         assert set(row) <= set(SHUTDOWN_TRANSITIONS[stage]), stage
+
+
+def test_each_guard_is_written_once():
+    """Each guard is defined once, and the method of its action asks it (next_action() asks it
+    through PROPOSALS): no method keeps a copy of its action's condition."""
+    tree = ast.parse((REFERENCE / "core.py").read_text())
+    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    core = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ProtocolCore")
+    methods = {n.name: n for n in core.body if isinstance(n, ast.FunctionDef)}
+    names = {**CORE_METHOD, **OBSERVED_FAULT_METHOD}
+    for action, guard in GUARDS.items():
+        assert defined.count(guard.__name__) == 1, guard.__name__
+        asked = {n.id for n in ast.walk(methods[names[action]]) if isinstance(n, ast.Name)}
+        assert guard.__name__ in asked, f"{names[action]} does not ask {guard.__name__}"
 
 
 def test_a_fresh_iterator_prefetches_max_tasks_round_robin_then_is_served():
@@ -650,7 +668,7 @@ def test_the_shell_makes_no_protocol_decision():
     model = Path(__file__).with_name("refcore_model.py").read_text()
     for used in ("loop.start_epoch(", "loop.next_batch(", "loop.shut_down("):
         assert used in model
-    assert "next_action" not in model
+    assert "next_action()" not in model  # (it asks each simulated worker's own core)
 
 
 def test_the_no_decision_check_finds_a_core_call(tmp_path):

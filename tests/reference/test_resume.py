@@ -40,7 +40,10 @@ SEED = 1234
 
 
 @dataclass
-class Run:
+class ResumeDraw:
+    """One drawn checkpoint scenario: the loader's configuration, where it checkpoints and
+    crashes, and whether a fetch fails."""
+
     kind: str  # "map", "iterable", "stateful"
     num_workers: int
     prefetch: int | None
@@ -58,7 +61,7 @@ class Run:
 
 
 @st.composite
-def runs(draw: st.DrawFn) -> Run:
+def runs(draw: st.DrawFn) -> ResumeDraw:
     kind = draw(st.sampled_from(["map", "iterable", "stateful"]))
     workers = draw(st.integers(0, 3))
     n = draw(st.integers(4, 14))
@@ -73,7 +76,7 @@ def runs(draw: st.DrawFn) -> Run:
             max_size=3,
         )
     )
-    return Run(
+    return ResumeDraw(
         kind=kind,
         num_workers=workers,
         prefetch=draw(st.integers(1, 4)) if workers else None,
@@ -89,7 +92,7 @@ def runs(draw: st.DrawFn) -> Run:
     )
 
 
-def make_loader(run: Run, *, faults: bool) -> DataLoader:
+def make_loader(run: ResumeDraw, *, faults: bool) -> DataLoader:
     fail_at, flag = (run.fail_at, run.flag) if faults else (None, None)
     cls = {"map": Items, "iterable": Shards, "stateful": StatefulShards}[run.kind]
     dataset = cls(run.n, fail_at, flag)
@@ -114,12 +117,12 @@ def roundtrip(state: dict[str, Any]) -> dict[str, Any]:
     return pickle.loads(pickle.dumps(torch.load(buf, weights_only=True)))
 
 
-def uninterrupted(run: Run) -> list[list[list[int]]]:
+def uninterrupted(run: ResumeDraw) -> list[list[list[int]]]:
     loader = make_loader(run, faults=False)
     return [[b.tolist() for b in loader] for _ in range(run.epochs)]
 
 
-def interrupted(run: Run) -> list[list[list[int]]]:
+def interrupted(run: ResumeDraw) -> list[list[list[int]]]:
     """The user's stream: a checkpoint at each drawn point, a few more batches, then a crash
     (the loader is dropped, a new one loads the checkpoint, what came after it is forgotten);
     a fault also crashes back to the last checkpoint."""
@@ -179,7 +182,7 @@ def interrupted(run: Run) -> list[list[list[int]]]:
     return handed
 
 
-def same_stream(run: Run, got: list[list[list[int]]], want: list[list[list[int]]]) -> None:
+def same_stream(run: ResumeDraw, got: list[list[list[int]]], want: list[list[list[int]]]) -> None:
     for epoch, (g, w) in enumerate(zip(got, want, strict=True)):
         if run.in_order or run.num_workers <= 1:
             assert g == w, f"epoch {epoch}: {g} != {w}\n{run}"
@@ -191,7 +194,7 @@ def test_drawn_resumes_hand_out_the_uninterrupted_stream_and_their_traces_are_ac
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     root = tmp_path_factory.mktemp("resume")
-    played: list[Run] = []
+    played: list[ResumeDraw] = []
 
     @settings(
         max_examples=RUNS,
@@ -201,7 +204,7 @@ def test_drawn_resumes_hand_out_the_uninterrupted_stream_and_their_traces_are_ac
         suppress_health_check=[HealthCheck.too_slow],
     )
     @given(run=runs())
-    def play(run: Run) -> None:
+    def play(run: ResumeDraw) -> None:
         k = len(played)
         played.append(run)
         run.flag = str(root / f"fault{k}")

@@ -23,7 +23,7 @@ from loaderspec.vocabulary import (
     PROPERTIES,
     PROPERTY_NAMES,
     Action,
-    Kind,
+    Check,
     Level,
     module_properties,
     property_named,
@@ -167,7 +167,7 @@ def test_spec_defines_every_action_and_every_checkable_property():
     assert {a.value for a in Action} <= defined
     for prop in PROPERTIES:
         # PromptFaultHandling is a wall-clock bound: no formula, a comment says so.
-        assert (prop.name in defined) == (prop.kind is not Kind.MEASURED), prop.name
+        assert (prop.name in defined) == (prop.check is not Check.MEASURED), prop.name
     text = SPEC.read_text()
     next_body = text[text.index("MainNext ==") : text.index("Fairness ==")]
     for action in Action:  # every action is a step of Next, not only a definition
@@ -186,14 +186,14 @@ def test_checkpoint_spec_defines_its_properties_and_every_model_checks_them():
 def test_every_broken_cfg_lists_every_property_for_a_readable_first_counterexample():
     for model in BROKEN:
         props = module_properties(model.module)
-        invariants = {p.name for p in props if p.kind is Kind.INVARIANT}
-        temporal = {p.name for p in props if p.kind is Kind.TEMPORAL}
+        invariants = {p.name for p in props if p.check is Check.INVARIANT}
+        temporal = {p.name for p in props if p.check is Check.TEMPORAL}
         assert set(tlc.cfg_invariants(model.cfg)) == invariants, model.name
         assert set(tlc.cfg_properties(model.cfg)) == temporal, model.name
 
 
 @pytest.fixture(scope="module")
-def quick_runs() -> dict[str, Future[modelcheck.Outcome]]:
+def quick_runs() -> dict[str, Future[modelcheck.ModelOutcome]]:
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {m.name: pool.submit(modelcheck.check_model, m, timeout_s=TIMEOUT_S) for m in QUICK}
 

@@ -16,7 +16,7 @@ from loaderspec.faultinject.faults import SkewWorker, Sleep
 
 from loaderspec import tracecheck
 from loaderspec.replay import Schedule, play
-from loaderspec.traces import Record, Run
+from loaderspec.traces import IteratorTrace, Record
 
 BROKEN = "trace_broken_loaders:"
 # 2 workers, prefetch 1, 6 tasks, in order: one set of constants for all but StaleEpoch.
@@ -79,18 +79,18 @@ CASES: dict[str, tuple[Schedule, str | None, Callable[[Record], bool]]] = {
 }
 
 
-def _with(run: Run, records: list[Record], name: str) -> Run:
+def _with(run: IteratorTrace, records: list[Record], name: str) -> IteratorTrace:
     return dataclasses.replace(run, name=name, records=tuple(records))
 
 
-def _index(run: Run, action: str, nth: int = 0) -> int:
+def _index(run: IteratorTrace, action: str, nth: int = 0) -> int:
     return [i for i, r in enumerate(run.records) if r.action == action][nth]
 
 
-def _mutations(run: Run) -> dict[str, tuple[Run, str, str | None]]:
+def _mutations(run: IteratorTrace) -> dict[str, tuple[IteratorTrace, str, str | None]]:
     """name -> (mutated run, expected status, expected action of the first bad record)."""
     recs = list(run.records)
-    out: dict[str, tuple[Run, str, str | None]] = {}
+    out: dict[str, tuple[IteratorTrace, str, str | None]] = {}
     # The log lost its last events: every record is a step, but the run never ended.
     out["truncated"] = (_with(run, recs[:-2], "truncated"), tracecheck.INCOMPLETE, None)
     # Two hand-outs swapped: task 1 before task 0 with in_order=True.
@@ -136,7 +136,7 @@ def _mutations(run: Run) -> dict[str, tuple[Run, str, str | None]]:
 def checked(tmp_path_factory):
     """Play every broken loader and one correct run; check them and the mutations together."""
     root = tmp_path_factory.mktemp("broken")
-    runs: dict[str, Run] = {}
+    runs: dict[str, IteratorTrace] = {}
     for loader, (schedule, _, _) in CASES.items():
         replay = play(schedule, BROKEN + loader, trace_dir=root / loader, deadline_s=60)
         assert replay.outcome != "deadline", f"{loader}: {replay.error}"
