@@ -104,6 +104,18 @@ def check_state(state: Any, *, kind: str, num_workers: int) -> dict[str, Any]:
     return copy.deepcopy(state)
 
 
+def trace_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
+    """A state as its trace record carries it (``loaderspec.vocabulary.CHECKPOINT_FIELDS``):
+    the position it describes, without the generator state or a dataset's own state."""
+    return {
+        "epoch": state["epoch"],
+        "handed_below": state["handed_below"],
+        "handed_above": list(state["handed_above"]),
+        "batches": [w["batches"] for w in state["workers"]],
+        "next_worker": state["next_worker"],
+    }
+
+
 def rng_state(generator: torch.Generator | None) -> torch.Tensor:
     """The state the sampler's next draw starts from (the loader's generator, or torch's)."""
     return generator.get_state() if generator is not None else torch.get_rng_state()
