@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import faults, spec, throughput
+from bench import faults, resume, spec, throughput
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,27 @@ def expected_rows(loaders: tuple[str, ...]) -> list[str]:
             for constant, values in spec.sweeps(quick=True).items()
             for value in values
         ]
+        + resume_rows(loaders)
     )
+
+
+def resume_rows(loaders: tuple[str, ...]) -> list[str]:
+    """The resume section's rows: the loaders that checkpoint (torch's has no state_dict())."""
+    names = []
+    for loader in (name for name in resume.RESUME_LOADERS if name in loaders):
+        names.append(f"cheap items, state_dict() after every batch / never: {loader}")
+        names += [
+            f"state_dict() latency, {n:,} items, {w} worker{'s' * (w > 1)}: {loader}"
+            for n in resume.SIZES
+            for w in resume.WORKERS
+        ]
+        names += [
+            f"first batch after load_state_dict(), {n:,} items: {loader}" for n in resume.SIZES
+        ]
+        names += [f"state size, {n:,} items: {loader}" for n in resume.SIZES]
+    if "reference" in loaders and "torchdata" in loaders:
+        names.append("ratio reference/torchdata, cheap items with state_dict() after every batch")
+    return names
 
 
 @pytest.mark.slow
@@ -95,6 +115,8 @@ def test_quick_run_prints_every_row(tmp_path):
         "cheap items (64 floats, batch 4, 2 workers): reference",
         "worker death -> error (reference)",
         "shutdown (del it, loader) with a stuck worker (reference)",
+        "cheap items, state_dict() after every batch / never: reference",
+        "state size, 1,000,000 items: reference",
     ):
         assert by_name[name]["value"] is not None, by_name[name]
     assert doc["meta"]["mode"] == "quick"
@@ -102,7 +124,7 @@ def test_quick_run_prints_every_row(tmp_path):
     # The results folder: the page names every loader and has a table per section; plots when
     # matplotlib (the bench extra) is installed, else the page says why there are none.
     page = (folder / "results.md").read_text()
-    for heading in ("## Targets", "## Throughput", "## Faults", "## Spec", "## Plots"):
+    for heading in ("## Targets", "## Throughput", "## Faults", "## Spec", "## Resume", "## Plots"):
         assert heading in page
     assert json.loads((folder / "results.json").read_text())["throughput"]["cheap"]["reference"]
     pngs = sorted(p.name for p in folder.glob("*.png"))
