@@ -4,10 +4,10 @@ The reference beside torchdata's StatefulDataLoader (its default ``snapshot_ever
 and the torchdata.nodes pipelines, in one run (issue 19, docs/checkpoint.md):
 
 * **throughput with a checkpoint after every batch**: the cheap workload (64 floats per item,
-  batch 4, 2 workers), batches/s over the throughput section's window after the first batch,
-  with ``state_dict()`` after every batch and without; the row is the paired ratio every / never
-  (both measured in the same interpreter, one right after the other, so a change of load hits
-  both), median and range over the repeats. The reference's target: it costs at most 5 % (the
+  batch 4, 2 workers), batches/s with ``state_dict()`` after every batch and without, each over
+  the throughput section's window, measured in one epoch in alternating segments (``_rates``:
+  a change of load hits both alike); the row is the ratio every / never, median and range over
+  the repeats. The reference's target: it costs at most 5 % (the
   whole range at or above 0.95). Then the rate with a checkpoint after every batch against
   StatefulDataLoader's, paired repeat by repeat (target: ahead, the whole range above 1);
 * **``state_dict()`` latency** against the dataset's size (1e3, 1e6 items, shuffled with a
@@ -50,8 +50,9 @@ CALLS = {False: 200, True: 20}  # state_dict() calls timed per point
 AT = 20  # batches handed out before the state a resume loads
 BATCH = 4
 EVERY_TARGET = 0.95  # the reference: state_dict() after every batch costs at most 5 %
-# Cheap items: the throughput section's cap, enough to outlast its window at ~20,000 batches/s.
-CHEAP_BATCHES = {False: 40_000, True: 400}
+# Cheap items: an epoch that outlasts both rates' windows (4 s) at ~20,000 batches/s.
+CHEAP_BATCHES = {False: 80_000, True: 10_000}
+SEGMENTS = 8  # the rates' windows, cut into alternating segments
 
 
 def _make(loader_cls: type, n: int, workers: int, shuffle: bool) -> Any:
@@ -65,26 +66,33 @@ def _make(loader_cls: type, n: int, workers: int, shuffle: bool) -> Any:
     )
 
 
-def _rate(loader_cls: type, window_s: float, every: bool, quick: bool) -> float:
-    """Cheap batches/s over ``window_s`` after the first batch, ``state_dict()`` after each
-    batch when ``every``."""
+def _rates(loader_cls: type, window_s: float, quick: bool) -> tuple[float, float]:
+    """Cheap batches/s without and with ``state_dict()`` after each batch, in one epoch: after
+    the first batch, ``SEGMENTS`` segments of ``window_s / SEGMENTS * 2`` seconds alternate
+    between the two, so that each rate is measured over ``window_s`` and a change of the
+    machine's load hits both alike (two windows one after the other differed by +-35 % at load
+    6-8). Returns (never, every)."""
     loader = _make(loader_cls, CHEAP_BATCHES[quick] * BATCH, 2, shuffle=False)
     it = iter(loader)
     next(it)
-    if every:
-        loader.state_dict()
-    first = time.perf_counter()
-    count = 0
-    for _ in it:
-        count += 1
-        if every:
-            loader.state_dict()
-        if time.perf_counter() - first >= window_s:
-            break
-    rate = count / (time.perf_counter() - first)
+    loader.state_dict()  # a loader that builds its state lazily builds it before the clock
+    segment = window_s * 2 / SEGMENTS
+    counts, spent = [0, 0], [0.0, 0.0]
+    for k in range(SEGMENTS):
+        every = k % 2
+        count, started = 0, time.perf_counter()
+        while True:
+            next(it)
+            count += 1
+            if every:
+                loader.state_dict()
+            if time.perf_counter() - started >= segment:
+                break
+        counts[every] += count
+        spent[every] += time.perf_counter() - started
     del it, loader
     gc.collect()
-    return rate
+    return counts[0] / spent[0], counts[1] / spent[1]
 
 
 def _size(state: Any) -> int:
@@ -146,10 +154,9 @@ def measure(loader: str, quick: bool, window_s: float) -> dict[str, Any]:
         and callable(getattr(cls, "load_state_dict", None))
     ):
         return {"missing": "n/a: no state_dict()/load_state_dict()"}
-    out: dict[str, Any] = {
-        "never": _safely(lambda: _rate(cls, window_s, False, quick)),
-        "every": _safely(lambda: _rate(cls, window_s, True, quick)),
-    }
+    rates = _safely(lambda: _rates(cls, window_s, quick))
+    never, every = rates if isinstance(rates, tuple) else (rates, rates)
+    out: dict[str, Any] = {"never": never, "every": every}
     for n in SIZES:
         for w in WORKERS:
             out[f"latency {n} {w}"] = _safely(lambda n=n, w=w: _latency(cls, n, w, CALLS[quick]))

@@ -311,3 +311,39 @@ def test_the_noise_floor_is_the_reference_against_itself():
         "ratio reference/best peer, cheap" not in rows
         or "n/a" in rows["ratio reference/best peer, cheap"].note
     )
+
+
+def _resume_run(never: float, every: float, size_small: int, size_large: int) -> dict:
+    figures: dict = {"never": never, "every": every}
+    for n in resume.SIZES:
+        for w in resume.WORKERS:
+            figures[f"latency {n} {w}"] = 1e-5
+        size = size_small if n == resume.SIZES[0] else size_large
+        figures[f"resume {n}"] = {"size_bytes": size, "first_batch_s": 0.2}
+    return figures
+
+
+def test_resume_rows_from_figures():
+    """The every/never ratio and its 5 % target, the state's growth and the paired ratio to
+    StatefulDataLoader, from made-up runs (the section's page code, no loader run)."""
+    names = {"reference": None, "torchdata": None, "nodes-thread": "ImportError: x"}
+    runs = {
+        "reference": [_resume_run(1000.0, 970.0, 100, 100), _resume_run(900.0, 880.0, 100, 100)],
+        "torchdata": [_resume_run(500.0, 200.0, 100, 900), _resume_run(400.0, 180.0, 100, 900)],
+    }
+    by_name = {r.name: r for r in resume.rows(names, runs)}
+    every = by_name["cheap items, state_dict() after every batch / never: reference"]
+    assert every.value == pytest.approx((0.97 + 880 / 900) / 2)
+    assert "target >= 0.95x (costs <= 5 %): met" in every.note
+    assert (
+        "target"
+        not in by_name["cheap items, state_dict() after every batch / never: torchdata"].note
+    )
+    assert "target no growth: met" in by_name["state size, 1,000,000 items: reference"].note
+    assert "grows" in by_name["state size, 1,000,000 items: torchdata"].note
+    latency = by_name["state_dict() latency, 1,000 items, 2 workers: reference"]
+    assert latency.value == pytest.approx(10.0)  # microseconds
+    versus = by_name["ratio reference/torchdata, cheap items with state_dict() after every batch"]
+    assert versus.value == pytest.approx((970 / 200 + 880 / 180) / 2)
+    assert "target ahead of StatefulDataLoader: met" in versus.note
+    assert by_name["state size, 1,000 items: nodes-thread"].note == "n/a: ImportError: x"
