@@ -223,6 +223,36 @@ def _figure(name: str, values: list[Any], unit: str, scale: float = 1.0, note: s
     return Row(SECTION, name, statistics.median(numbers), unit, f"{spread}{note}")
 
 
+def _every_verdict(pair: Paired) -> str:
+    """The 5 % target on the rates' ratio: judged only where the whole range is on one side."""
+    if pair.low >= EVERY_TARGET:
+        return f"target >= {EVERY_TARGET:g}x (costs <= 5 %): met"
+    if pair.high < EVERY_TARGET:
+        return f"target >= {EVERY_TARGET:g}x (costs <= 5 %): missed"
+    return f"the range spans {EVERY_TARGET:g}x: the machine's noise, see the time share below"
+
+
+def _share(loader: str, results: list[dict[str, Any]]) -> Row:
+    """The time ``state_dict()`` adds to a cheap batch, per repeat: its latency (2 workers,
+    1,000 items) times the rate without it, in per cent. Resolves what the rates' ratio cannot
+    on a loaded machine; for a loader that snapshots inside ``next()`` (StatefulDataLoader)
+    the call is not the whole cost: the every / never ratio is."""
+    latency = _values(results, f"latency {SIZES[0]} 2")
+    shares = [
+        lat * rate * 100
+        for lat, rate in zip(latency, _values(results, "never"), strict=True)
+        if isinstance(lat, float) and isinstance(rate, float)
+    ]
+    name = f"state_dict() time per cheap batch: {loader}"
+    if not shares:
+        reason = next((v for v in latency if isinstance(v, str)), "n/a: a figure is missing")
+        return Row(SECTION, name, None, "%", reason)
+    note = f"median of {len(shares)}, {min(shares):.2g}-{max(shares):.2g} %"
+    if loader == "reference":
+        note += f"; target <= 5 %: {'met' if max(shares) <= 5 else 'missed'}"
+    return Row(SECTION, name, statistics.median(shares), "%", note)
+
+
 def rows(names: dict[str, str | None], runs: dict[str, list[dict[str, Any]]]) -> list[Row]:
     """The figures per loader, the every/never ratios, and the reference against
     StatefulDataLoader with a checkpoint after every batch."""
@@ -239,9 +269,9 @@ def rows(names: dict[str, str | None], runs: dict[str, list[dict[str, Any]]]) ->
             rate = statistics.median(x for x in never if isinstance(x, float))
             note = f"{pair.text()}; never {rate:,.0f} batches/s"
             if loader == "reference":
-                met = "met" if pair.low >= EVERY_TARGET else "missed"
-                note += f"; target >= {EVERY_TARGET:g}x (costs <= 5 %): {met}"
+                note += f"; {_every_verdict(pair)}"
             out.append(Row(SECTION, f"{label}: {loader}", pair.median, "x", note))
+        out.append(_share(loader, results))
         for n in SIZES:
             for w in WORKERS:
                 name = f"state_dict() latency, {n:,} items, {w} worker{'s' * (w > 1)}: {loader}"
