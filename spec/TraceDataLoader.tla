@@ -348,14 +348,20 @@ UserRecord(r) == r.action \in {"UserStateDict", "UserLoadStateDict"}
 BeforeTheIterator == ~Has("state") /\ \A j \in 1 .. l - 1 : UserRecord(Log[j])
 CheckedPoint(c) == ~CheckPostState \/ Point(logline.checkpoint) = c
 
+\* No UserLoadStateDict comes after record l (they all come before the iterator).
+NoLaterLoad == \A j \in l + 1 .. Len(Log) : Log[j].action # "UserLoadStateDict"
+
 \* state_dict() of the live iterator (its post-state logged): exactly its hand-outs. Before the
-\* iterator: the state the next iter() starts from, the last one loaded, else the run's start.
+\* iterator: the state the next iter() starts from: the last one loaded; with none loaded yet,
+\* the run's start if no load follows, else (a loader never iterated) epoch 0, whole.
 UserStateDictIfLogged ==
     /\ Logged("UserStateDict")
     /\ IF Has("state")
        THEN CheckedPoint(HandedOutPoint) /\ MainStep(UNCHANGED vars)
        ELSE /\ BeforeTheIterator
-            /\ CheckedPoint(IF loaded = << >> THEN Point(Start) ELSE Point(loaded[1]))
+            /\ CheckedPoint(CASE loaded # << >> -> Point(loaded[1])
+                              [] NoLaterLoad -> Point(Start)
+                              [] OTHER -> WholeEpoch(0))
             /\ UNCHANGED vars /\ Consume
 
 \* LoadIsNeverIgnored: the last state loaded before the iterator is the one it began from, and
@@ -363,7 +369,7 @@ UserStateDictIfLogged ==
 UserLoadStateDictIfLogged ==
     /\ Logged("UserLoadStateDict")
     /\ BeforeTheIterator
-    /\ (\A j \in l + 1 .. Len(Log) : Log[j].action # "UserLoadStateDict") =>
+    /\ NoLaterLoad =>
           /\ CheckedPoint(Point(Start))
           /\ Iterable \/ NumTasks + Cardinality(Point(Start).handed) = Start.total
     /\ loaded' = <<logline.checkpoint>>

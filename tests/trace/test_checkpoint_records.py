@@ -4,9 +4,9 @@ batches its run handed out (CheckpointIsHandedOut), and ``UserLoadStateDict``, w
 the iterator it governs, must be the state that iterator began from (LoadIsNeverIgnored).
 
 One correct resumed run of each dataset kind is traced (a checkpoint with batches prefetched and
-not handed out, a crash, a load into a new loader, ``state_dict()`` before its ``iter()``, in
-the middle and after StopIteration) and accepted; each rule then rejects a copy of it broken
-the way a public bug breaks it, at the record that shows it. Two TLC calls in all.
+not handed out, a crash, a new loader's ``state_dict()`` before and after its load, one in the
+middle of the resumed epoch and one after StopIteration) and accepted; each rule then rejects a
+copy of it broken the way a public bug breaks it, at the record that shows it. Two TLC calls.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def _resumed_run(kind: str, directory: Path) -> Run:
         del it, first
         gc.collect()
         second = loader()
+        second.state_dict()  # before the load: a new loader's epoch 0, whole
         second.load_state_dict(state)
         second.state_dict()  # before iter(): the loaded state
         it = iter(second)
@@ -83,8 +84,9 @@ def _broken(resumed: dict[str, Run]) -> dict[str, tuple[Run, str, int]]:
     """name -> (a broken copy of a correct run, the action and index of the record that shows
     it). Each is a public bug of issue 19, as its trace shows it."""
     m, it = resumed["map"], resumed["iterable"]
-    mid = _at(m, "UserStateDict", 1)
-    end = _at(m, "UserStateDict", 2)
+    after_load = _at(m, "UserStateDict", 1)  # before the iterator, after the load
+    mid = _at(m, "UserStateDict", 2)
+    end = _at(m, "UserStateDict", 3)
     fresh = {**m.config["start"], "handed_below": 0, "handed_above": []}
     out = {
         # meta-pytorch/data#1520: the state counts a prefetched batch that was not handed out.
@@ -105,20 +107,20 @@ def _broken(resumed: dict[str, Run]) -> dict[str, tuple[Run, str, int]]:
         "load-ignored": (
             dataclasses.replace(m, name="load-ignored", config={**m.config, "start": fresh}),
             "UserLoadStateDict",
-            0,
+            _at(m, "UserLoadStateDict", 0),
         ),
         # huggingface/datasets#8308: state_dict() right after a load returns another state
         # than the loaded one (here the epoch's start).
         "not-the-loaded-state": (
-            _with_checkpoint(m, 1, "not-the-loaded-state", handed_below=0),
+            _with_checkpoint(m, after_load, "not-the-loaded-state", handed_below=0),
             "UserStateDict",
-            1,
+            after_load,
         ),
         # meta-pytorch/data PR #1251: a shard's batches handed out are not counted.
         "shard-uncounted": (
-            _with_checkpoint(it, _at(it, "UserStateDict", 1), "shard-uncounted", batches=[1, 1]),
+            _with_checkpoint(it, _at(it, "UserStateDict", 2), "shard-uncounted", batches=[1, 1]),
             "UserStateDict",
-            _at(it, "UserStateDict", 1),
+            _at(it, "UserStateDict", 2),
         ),
     }
     return out
