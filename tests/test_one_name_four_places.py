@@ -281,6 +281,15 @@ def test_a_trace_record_never_emitted_is_reported(tmp_path):
     assert missing_records(roots) == ["WorkerExit"]
 
 
+def test_a_user_record_never_written_is_reported(tmp_path):
+    for path in (ROOT / "reference").rglob("*.py"):
+        text = path.read_text().replace("UserAction.USER_LOAD_STATE_DICT", "UserAction.GONE")
+        copy = tmp_path / path.relative_to(ROOT / "reference")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text)
+    assert set(UserAction) - _emitted_user_actions(tmp_path) == {UserAction.USER_LOAD_STATE_DICT}
+
+
 def test_an_action_without_a_conformance_case_is_reported(tmp_path):
     (tmp_path / "test_only_one.py").write_text(
         'import pytest\n\n\n@pytest.mark.spec_property("NoOrphanWorkers")\n'
