@@ -11,8 +11,8 @@ and the torchdata.nodes pipelines, in one run (issue 19, docs/checkpoint.md):
   whole range at or above 0.95). Then the rate with a checkpoint after every batch against
   StatefulDataLoader's, paired repeat by repeat (target: ahead, the whole range above 1);
 * **``state_dict()`` latency** against the dataset's size (1e3, 1e6 items, shuffled with a
-  seeded generator) and ``num_workers`` (1, 2): the median of ``CALLS`` calls, after a few
-  batches of an epoch;
+  seeded generator) and ``num_workers`` (1, 2; ``--quick``: 2), the median of ``CALLS`` calls
+  a few batches into an epoch (with 2 workers: the resume's source loader, ``AT`` batches in);
 * **resume latency**: the time from ``load_state_dict()`` of a state taken ``AT`` batches into
   the epoch to the resumed loader's first batch (a new loader, new workers), per dataset size;
 * **state size**: ``torch.save`` bytes of that state, per dataset size (the reference's must not
@@ -101,29 +101,36 @@ def _size(state: Any) -> int:
     return buf.tell()
 
 
+def _call_time(loader: Any, calls: int) -> float:
+    """The median seconds of one ``loader.state_dict()`` over ``calls`` calls."""
+    times = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        loader.state_dict()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def _latency(loader_cls: type, n: int, workers: int, calls: int) -> float:
     """The median seconds of one ``state_dict()``, a few batches into an epoch."""
     loader = _make(loader_cls, n, workers, shuffle=True)
     it = iter(loader)
     for _ in range(3):
         next(it)
-    times = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        loader.state_dict()
-        times.append(time.perf_counter() - started)
+    took = _call_time(loader, calls)
     del it, loader
     gc.collect()
-    return statistics.median(times)
+    return took
 
 
-def _resume(loader_cls: type, n: int) -> dict[str, float]:
-    """A state taken ``AT`` batches in (2 workers): its size, and the seconds from a new
-    loader's ``load_state_dict()`` to its first batch."""
+def _resume(loader_cls: type, n: int, calls: int) -> dict[str, float]:
+    """A state taken ``AT`` batches in (2 workers): ``state_dict()``'s latency there, the
+    state's size, and the seconds from a new loader's ``load_state_dict()`` to its first batch."""
     source = _make(loader_cls, n, 2, shuffle=True)
     it = iter(source)
     for _ in range(AT):
         next(it)
+    latency = _call_time(source, calls)
     state = copy.deepcopy(source.state_dict())
     del it, source
     gc.collect()
@@ -136,7 +143,7 @@ def _resume(loader_cls: type, n: int) -> dict[str, float]:
     took = time.perf_counter() - started
     del it, resumed
     gc.collect()
-    return {"size_bytes": size, "first_batch_s": took}
+    return {"size_bytes": size, "first_batch_s": took, "latency_s": latency}
 
 
 def _safely(figure: Callable[[], Any]) -> Any:
@@ -158,9 +165,15 @@ def measure(loader: str, quick: bool, window_s: float) -> dict[str, Any]:
     never, every = rates if isinstance(rates, tuple) else (rates, rates)
     out: dict[str, Any] = {"never": never, "every": every}
     for n in SIZES:
+        resumed = out[f"resume {n}"] = _safely(lambda n=n: _resume(cls, n, CALLS[quick]))
         for w in WORKERS:
-            out[f"latency {n} {w}"] = _safely(lambda n=n, w=w: _latency(cls, n, w, CALLS[quick]))
-        out[f"resume {n}"] = _safely(lambda n=n: _resume(cls, n))
+            if w == 2:  # the resume's source loader: 2 workers, AT batches in
+                latency = resumed["latency_s"] if isinstance(resumed, dict) else resumed
+            elif quick:
+                latency = "n/a: --quick times 2 workers only"
+            else:
+                latency = _safely(lambda n=n, w=w: _latency(cls, n, w, CALLS[quick]))
+            out[f"latency {n} {w}"] = latency
     return out
 
 
