@@ -26,6 +26,7 @@ installed, or failing a figure gives rows ``n/a: <why>``.
 from __future__ import annotations
 
 import copy
+import functools
 import gc
 import io
 import statistics
@@ -165,14 +166,14 @@ def measure(loader: str, quick: bool, window_s: float) -> dict[str, Any]:
     never, every = rates if isinstance(rates, tuple) else (rates, rates)
     out: dict[str, Any] = {"never": never, "every": every}
     for n in SIZES:
-        resumed = out[f"resume {n}"] = _safely(lambda n=n: _resume(cls, n, CALLS[quick]))
+        resumed = out[f"resume {n}"] = _safely(functools.partial(_resume, cls, n, CALLS[quick]))
         for w in WORKERS:
             if w == 2:  # the resume's source loader: 2 workers, AT batches in
                 latency = resumed["latency_s"] if isinstance(resumed, dict) else resumed
             elif quick:
                 latency = "n/a: --quick times 2 workers only"
             else:
-                latency = _safely(lambda n=n, w=w: _latency(cls, n, w, CALLS[quick]))
+                latency = _safely(functools.partial(_latency, cls, n, w, CALLS[quick]))
             out[f"latency {n} {w}"] = latency
     return out
 
