@@ -5,7 +5,9 @@ size and workers (batches/s min/median/max, first-batch latency, CPU per batch, 
 threads and processes) with ratios to torch and the issue's targets; the fault figures of every
 loader (worker death -> error and later ``next()``, orphans after the parent's SIGKILL idle /
 busy / blocked, shutdown with a stuck worker) with ratios; the spec side (TLC states and seconds
-as workers, prefetch and batches grow); and, when asked, the conformance suite's wall time per
+as workers, prefetch and batches grow); the cost of checkpointing (``state_dict()`` after every
+batch, its latency, the resume's first batch, the state's size) for the loaders that have it;
+and, when asked, the conformance suite's wall time per
 loader. A loader that cannot be imported, or a figure that cannot be measured, is a row
 "n/a: <reason>"; a wait that reached its deadline is "> N s"; the run itself fails for neither.
 A progress line goes to stderr; the tables to stdout; ``--out DIR`` gets results.json,
@@ -25,12 +27,13 @@ from typing import Any
 
 import torch
 
-from bench import faults, results, spec, suite, throughput, transport
+from bench import faults, results, resume, spec, suite, throughput, transport
 from bench.loaders import LOADERS, unavailable_reason
 from bench.rows import Row, render, to_json
 
-SECTIONS = ("transport", "throughput", "faults", "spec", "suite")
-DEFAULT_SECTIONS = ("transport", "throughput", "faults", "spec")  # the suite takes minutes each
+SECTIONS = ("transport", "throughput", "faults", "spec", "resume", "suite")
+# (the suite takes minutes per loader: only when asked)
+DEFAULT_SECTIONS = ("transport", "throughput", "faults", "spec", "resume")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -149,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         spec_timeout = 120.0 if args.quick else 600.0
         spec_points = spec.measure(args.quick, spec_timeout, _progress)
         part = spec.rows(spec_points, spec_timeout)
+        rows += part
+        print(render(part), flush=True)
+    if "resume" in sections:
+        runs = resume.run_all(loaders, args.quick, repeats, 300.0, _progress)
+        part = resume.rows(loaders, runs)
         rows += part
         print(render(part), flush=True)
     if "suite" in sections:

@@ -119,7 +119,12 @@ def _page(
             ["workload", *loaders],
             ([w.label, *(_res_cell(summary[w.name].get(name)) for name in loaders)] for w in works),
         )
-    for section, title in (("faults", "Faults"), ("spec", "Spec (TLC)"), ("suite", "Suite")):
+    for section, title in (
+        ("faults", "Faults"),
+        ("spec", "Spec (TLC)"),
+        ("resume", "Resume (checkpoint and resume)"),
+        ("suite", "Suite"),
+    ):
         part = [r for r in rows if r.section == section]
         if part:
             lines += [f"## {title}", ""]

@@ -10,7 +10,7 @@ Must not import torch, the reference loader or the conformance suite.
 
 from __future__ import annotations
 
-from loaderspec.vocabulary import Action, PropertyName
+from loaderspec.vocabulary import Action, PropertyName, UserAction
 
 A = Action
 P = PropertyName
@@ -92,3 +92,17 @@ ACTION_CAN_BREAK: dict[Action, frozenset[PropertyName]] = {
 }
 
 assert set(ACTION_CAN_BREAK) == set(Action), "every action needs a row"
+
+# The user's checkpoint calls (spec/DataLoaderCheckpoint.tla), traced as UserAction records.
+USER_ACTION_CAN_BREAK: dict[UserAction, frozenset[PropertyName]] = {
+    # a state that counts what was not handed out, changes later, or stays the loaded one
+    UserAction.USER_STATE_DICT: frozenset(
+        {P.CHECKPOINT_IS_HANDED_OUT, P.SNAPSHOT_IS_IMMUTABLE, P.RESUME_ADVANCES}
+    ),
+    # a load that is ignored, let through under another num_workers, or resumes elsewhere
+    UserAction.USER_LOAD_STATE_DICT: frozenset(
+        {P.LOAD_IS_NEVER_IGNORED, P.RESUME_TOPOLOGY_EXPLICIT, P.RESUME_EQUIVALENCE}
+    ),
+}
+
+assert set(USER_ACTION_CAN_BREAK) == set(UserAction), "every user action needs a row"

@@ -61,7 +61,13 @@ from loaderspec.traces import (
     read_file,
     split_runs,
 )
-from loaderspec.vocabulary import CONFIG_ACTION, CONFIG_FIELDS
+from loaderspec.vocabulary import (
+    CHECKPOINT_FIELD,
+    CONFIG_ACTION,
+    CONFIG_FIELDS,
+    CONFIG_START,
+    UserAction,
+)
 
 ACCEPTED = "ACCEPTED"
 INCOMPLETE = "INCOMPLETE"
@@ -129,7 +135,15 @@ class Verdict:
                 out.append(f"      after #{number} {before.brief()}")
             if record.state:
                 out.append(f"    logged post-state: {record.state}")
-            if self.enabled is True:
+            rule = USER_RULES.get(record.action)
+            if rule is not None:
+                began = self.run.config.get(CONFIG_START)
+                out.append(f"    logged checkpoint: {record.field(CHECKPOINT_FIELD)}")
+                out.append(f"    the run's iterator began from: {began}")
+                out.append(f"  {rule}")
+            if self.enabled is True and rule is not None:
+                out.append("  the spec takes this step here, but not with this checkpoint")
+            elif self.enabled is True:
                 out.append("  the spec takes this action here, but reaches another state:")
                 out += _diff_lines(record, self.spec_post)
             elif self.enabled is False:
@@ -365,10 +379,25 @@ MSG_CUT = (
 )
 
 
+# What a user's checkpoint record is held to (spec/TraceDataLoader.tla, "Checkpoints").
+USER_RULES: dict[str, str] = {
+    UserAction.USER_STATE_DICT.value: (
+        "a state_dict() of the live iterator counts exactly what its run handed out, on top of"
+        " where it began (CheckpointIsHandedOut); one before the iterator is the state the next"
+        " iter() starts from, the last one loaded (LoadIsNeverIgnored)"
+    ),
+    UserAction.USER_LOAD_STATE_DICT.value: (
+        "the last state loaded before an iterator is the one it began from, and its run sends"
+        " exactly the sampler positions that state had not handed out (LoadIsNeverIgnored)"
+    ),
+}
+
+
 def _main_log_cut(run: IteratorTrace, at: int) -> bool:
     """Whether record ``at`` (the first one no spec step allows) comes after the main process's
-    last record: that file was cut short, the others were not."""
-    mains = [i for i, r in enumerate(run.records, start=1) if r.actor == "Main"]
+    last record: that file was cut short, the others were not. (The user's checkpoint records
+    are the main process's too.)"""
+    mains = [i for i, r in enumerate(run.records, start=1) if r.actor in ("Main", "User")]
     return bool(mains) and at > mains[-1]
 
 

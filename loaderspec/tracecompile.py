@@ -25,12 +25,23 @@ from typing import Any
 from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.tlavalues import encode
 from loaderspec.traces import IteratorTrace, Record
+from loaderspec.vocabulary import CHECKPOINT_FIELDS, CONFIG_START
 
 TRACE_SPEC = "TraceDataLoader"
 BASE_SPEC = "DataLoader"
 LOG_MODULE = "TraceLog"
 # The fields of a record the trace spec reads; everything else stays in Python.
-RECORD_FIELDS = ("action", "actor", "epoch", "worker", "task", "kind", "state", "origin")
+RECORD_FIELDS = (
+    "action",
+    "actor",
+    "epoch",
+    "worker",
+    "task",
+    "kind",
+    "state",
+    "origin",
+    "checkpoint",
+)
 # The trace spec's refinement property: every step it takes is a step of DataLoader's Next.
 SPEC_STEP = "SpecStep"
 FAULT_SWITCH = "With"  # the prefix of the constants that switch a fault (or the timeout) on
@@ -115,8 +126,36 @@ def constants_for(run: IteratorTrace) -> Constants:
 
 def record_literal(record: Record) -> str:
     """One record as a TLA+ record; null fields are left out (see ``loaderspec.tlavalues``)."""
-    fields = {name: getattr(record, name) for name in RECORD_FIELDS}
+    fields = {name: record.field(name) for name in RECORD_FIELDS}
     return encode(fields)
+
+
+def start_of(run: IteratorTrace) -> dict[str, Any]:
+    """The state the run's iterator began from (its header's ``start``, docs/checkpoint.md),
+    with ``total``, the sampler's batches of a map-style epoch. A header without one (another
+    loader's) began a whole epoch 0.
+
+    Raises:
+        TraceConfigError: a ``start`` that is not a checkpoint (``CHECKPOINT_FIELDS``).
+    """
+    start = run.config.get(CONFIG_START)
+    if start is None:
+        workers = _int(run.config, "num_workers")
+        iterable = _bool(run.config, "iterable")
+        start = {
+            "epoch": 0,
+            "handed_below": 0,
+            "handed_above": [],
+            "batches": [0] * workers if iterable else [],
+            "next_worker": 0,
+            "total": run.config.get("num_tasks") or 0,
+        }
+    if not isinstance(start, dict) or any(k not in start for k in (*CHECKPOINT_FIELDS, "total")):
+        raise TraceConfigError(
+            f"config field {CONFIG_START!r} must hold {', '.join(CHECKPOINT_FIELDS)} and total,"
+            f" not {start!r}"
+        )
+    return start
 
 
 def module_text(runs: Sequence[IteratorTrace]) -> str:
@@ -130,7 +169,9 @@ def module_text(runs: Sequence[IteratorTrace]) -> str:
         body = ",\n    ".join(record_literal(r) for r in run.records)
         sep = "," if number < len(runs) else ""
         lines.append(f"  <<{body}>>{sep}" if body else f"  <<>>{sep}")
-    lines += [">>", "", "===="]
+    lines += [">>", "", "\\* The state each run's iterator began from (its header's start):"]
+    starts = ",\n  ".join(encode(start_of(run)) for run in runs)
+    lines += [f"TraceStarts == <<{starts}>>", "", "===="]
     return "\n".join(lines) + "\n"
 
 

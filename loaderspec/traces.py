@@ -21,18 +21,21 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from loaderspec.vocabulary import (
+    CHECKPOINT_FIELD,
     CONFIG_ACTION,
     TRACE_FILE,
     TRACE_GLOB,
     Action,
     Actor,
+    UserAction,
     required_fields,
     required_state,
+    traced_action,
 )
 
 # Tie-break ranks (see the module docstring). Actions that write to a queue are logged before
@@ -67,7 +70,10 @@ _GETS: frozenset[str] = frozenset(
         Action.PIN_EXIT,
     )
 )
-KNOWN_ACTIONS: frozenset[str] = frozenset(a.value for a in Action) | {CONFIG_ACTION}
+KNOWN_ACTIONS: frozenset[str] = (
+    frozenset(a.value for a in Action) | frozenset(a.value for a in UserAction) | {CONFIG_ACTION}
+)
+_USER: frozenset[str] = frozenset(a.value for a in UserAction)
 
 
 class TraceFormatError(ValueError):
@@ -91,6 +97,16 @@ class Record:
     extra: dict[str, Any] = field(default_factory=dict)  # fields this checker does not read
     source: str = ""  # "file:line", for messages
     seq: int = 0  # position in its file, the last tie-break
+
+    def field(self, name: str) -> Any:
+        """A field by its record name, whether this class reads it or keeps it in ``extra``."""
+        return getattr(self, name) if name in _READ else self.extra.get(name)
+
+    @property
+    def before_its_iterator(self) -> bool:
+        """A user's record that belongs to the next iterator's run: taken while no iterator of
+        the loader was live (no post-state), e.g. ``load_state_dict()`` after a crash."""
+        return self.action in _USER and self.state is None
 
     def brief(self) -> str:
         """One line for humans: the action with the parameters it was logged with."""
@@ -116,6 +132,9 @@ class Record:
                 out[name] = list(value) if name == "origin" else value
         out.update(self.extra)
         return out
+
+
+_READ = frozenset(f.name for f in fields(Record))
 
 
 def _rank(record: Record) -> int:
@@ -156,11 +175,14 @@ def parse_line(line: str, *, where: str, seq: int = 0) -> Record:
     action = obj["action"]
     if action not in KNOWN_ACTIONS:
         raise TraceFormatError(f"{where}: unknown action {action!r} (not in the vocabulary)")
-    expected = Actor.MAIN.value if action == CONFIG_ACTION else Action(action).actor.value
+    expected = Actor.MAIN.value if action == CONFIG_ACTION else traced_action(action).actor.value
     if obj["actor"] != expected:
         raise TraceFormatError(f"{where}: actor {obj['actor']!r} cannot take {action} ({expected})")
     if action == CONFIG_ACTION and not isinstance(obj.get("config"), dict):
         raise TraceFormatError(f"{where}: a {CONFIG_ACTION} record's 'config' must be an object")
+    checkpoint = obj.get(CHECKPOINT_FIELD)
+    if checkpoint is not None and not isinstance(checkpoint, dict):
+        raise TraceFormatError(f"{where}: field {CHECKPOINT_FIELD!r} must be an object or null")
     t, pid = _opt_int(obj, "t", where), _opt_int(obj, "pid", where)
     if t is None or pid is None:
         raise TraceFormatError(f"{where}: 't' and 'pid' must be integers")
@@ -269,7 +291,11 @@ class IteratorTrace:
 def split_runs(records: Sequence[Record], name: str) -> list[IteratorTrace]:
     """Cut a merged log at each ``Config`` header into the runs of one iterator each.
 
-    Adjacent headers (a harness's and the loader's own) describe one iterator: merged.
+    Adjacent headers (a harness's and the loader's own) describe one iterator: merged. A user's
+    record taken while no iterator was live (``Record.before_its_iterator``: a load after a
+    crash, a ``state_dict()`` before ``iter()``) belongs to the next iterator, the one it
+    governs: it opens that run. Such records after the last header govern no run and are left
+    out.
 
     Raises:
         TraceFormatError: actions logged before the first header (the log lost its start).
@@ -277,6 +303,8 @@ def split_runs(records: Sequence[Record], name: str) -> list[IteratorTrace]:
     runs: list[IteratorTrace] = []
     config: dict[str, Any] | None = None
     current: list[Record] = []
+    prefix: list[Record] = []  # the current run's user records from before its header
+    waiting: list[Record] = []  # user records for the next header
     # A worker can log a fault before the header that names it: the header carries the workers'
     # pids, so the main process writes it once they are started, while a worker may already be
     # running its worker_init_fn (where an injected start-up error is logged). Such a record
@@ -284,23 +312,26 @@ def split_runs(records: Sequence[Record], name: str) -> list[IteratorTrace]:
     named = {pid for r in records if r.action == CONFIG_ACTION for pid in _worker_pids(r)}
     headed: set[int] = set()  # the worker pids of the headers so far
     early: list[Record] = []
+
+    def close(label: str) -> None:
+        assert config is not None
+        runs.append(IteratorTrace(label, config, tuple(prefix + normalise(current, config))))
+
     for record in records:
         if record.action == CONFIG_ACTION:
             header = dict(record.extra.get("config", {}))
-            if config is not None and not current:
+            if config is not None and not current and not waiting:
                 config = {**config, **header}  # two headers of one iterator (harness, loader)
             else:
                 if config is not None:
-                    runs.append(
-                        IteratorTrace(
-                            f"{name}#{len(runs)}", config, tuple(normalise(current, config))
-                        )
-                    )
-                config, current = header, []
+                    close(f"{name}#{len(runs)}")
+                config, current, prefix, waiting = header, [], waiting, []
             pids = set(_worker_pids(record))
             headed |= pids
             current += [r for r in early if r.pid in pids]
             early = [r for r in early if r.pid not in pids]
+        elif record.before_its_iterator:
+            waiting.append(record)
         elif record.actor == Actor.FAULT.value and record.pid in named and record.pid not in headed:
             early.append(record)
         elif config is None:
@@ -311,8 +342,7 @@ def split_runs(records: Sequence[Record], name: str) -> list[IteratorTrace]:
         else:
             current.append(record)
     if config is not None:
-        label = f"{name}#{len(runs)}" if runs else name
-        runs.append(IteratorTrace(label, config, tuple(normalise(current, config))))
+        close(f"{name}#{len(runs)}" if runs else name)
     return runs
 
 
@@ -370,8 +400,8 @@ def check_record_fields(run: IteratorTrace) -> None:
         TraceFormatError: the first record missing one, naming the field and the record.
     """
     for record in run.records:
-        action = Action(record.action)
-        missing = [name for name in required_fields(action) if getattr(record, name) is None]
+        action = traced_action(record.action)
+        missing = [name for name in required_fields(action) if record.field(name) is None]
         state = record.state or {}
         missing += [f"state.{key}" for key in required_state(action) if key not in state]
         if missing:

@@ -1,7 +1,7 @@
 """The one trace writer: JSON-lines records of spec actions, one file per process.
 
 Owns turning tracing on and off (``LOADERSPEC_TRACE_DIR``, ``trace_to(dir)``, ``configure``) and
-writing the three record types of ``loaderspec.vocabulary.RECORD_FIELDS`` to
+writing the four record types of ``loaderspec.vocabulary.RECORD_FIELDS`` to
 ``DIR/trace-<pid>.jsonl`` (format: docs/architecture.md "Trace records", docs/contracts.md). The
 reference loader writes its Main, Worker and Pin records through it, faultinject its ``Fault*``
 records. Does not know the protocol: callers pass the ``Action``, its fields and the post-state;
@@ -42,6 +42,7 @@ from loaderspec.vocabulary import (
     Action,
     Actor,
     RecordType,
+    UserAction,
 )
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "emit_config",
     "emit_fault",
     "emit_last",
+    "emit_user",
     "fetch_began",
     "log_fd",
     "trace_to",
@@ -224,6 +226,33 @@ def emit_config(config: dict[str, Any], *, t: int | None = None) -> None:
     }
     with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
         os.write(_file(), _line(RecordType.CONFIG, fields))
+
+
+def emit_user(
+    action: UserAction,
+    checkpoint: dict[str, Any],
+    *,
+    epoch: int | None = None,
+    state: dict[str, Any] | None = None,
+) -> None:
+    """Append a ``UserAction`` record: the checkpoint ``state_dict()`` returned or
+    ``load_state_dict()`` was given (``CHECKPOINT_FIELDS``); ``epoch`` and ``state``, the
+    main-process post-state, when a live iterator's core took the step (None: the record
+    belongs to the next iterator, docs/checkpoint.md). A no-op when tracing is off."""
+    if not ENABLED:
+        return
+    fields = {
+        "t": time.monotonic_ns(),
+        "pid": os.getpid(),
+        "actor": action.actor.value,
+        "action": action.value,
+        "epoch": epoch,
+        "state": state,
+        "checkpoint": checkpoint,
+    }
+    record = {name: value for name, value in fields.items() if value is not None}
+    with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
+        os.write(_file(), (json.dumps(record, separators=(",", ":")) + "\n").encode())
 
 
 def emit_last(action: Action, *, epoch: int | None = None, worker: int | None = None) -> None:

@@ -23,6 +23,7 @@ class Actor(enum.Enum):
     WORKER = "Worker"  # one worker process (torch's _worker_loop)
     PIN = "Pin"  # the pin-memory thread of the loader's process (torch's _pin_memory_loop)
     FAULT = "Fault"  # the environment: signals, hangs and errors nobody asked for
+    USER = "User"  # the loader's caller: checkpoint and resume (UserAction)
 
 
 class Action(enum.Enum):
@@ -376,14 +377,50 @@ RANK_PROPERTIES: tuple[Property, ...] = (
 )
 del P
 
-# The user's calls in spec/DataLoaderCheckpoint.tla, each the loader method of that name (the
-# loader's own, not the protocol core's: the core only counts hand-outs, ``handed_out``). Not
-# trace records: trace-check validates a resumed iterator as a DataLoader.tla run.
+# The user's calls in spec/DataLoaderCheckpoint.tla, each the loader method of that name.
+# UserIter's record is the iterator's Config header (its ``start``: the state it began from).
 CHECKPOINT_ACTIONS: dict[str, str] = {
     "UserIter": "__iter__",
     "UserStateDict": "state_dict",
     "UserLoadStateDict": "load_state_dict",
 }
+
+
+class UserAction(enum.Enum):
+    """The user's checkpoint calls that are trace records (docs/checkpoint.md, "Traced"): a spec
+    action of ``spec/DataLoaderCheckpoint.tla``, a loader method (``CHECKPOINT_ACTIONS``), the
+    protocol core's method where a live iterator takes it (``USER_CORE_METHOD``), a record of
+    ``RecordType.USER`` and ``<Action>IfLogged`` in ``spec/TraceDataLoader.tla``. Kept apart from
+    ``Action``, whose every member is a step of ``spec/DataLoader.tla``: to DataLoader.tla's
+    variables these are stuttering steps."""
+
+    __hash__ = object.__hash__
+
+    USER_STATE_DICT = "UserStateDict"  # state_dict(): what was handed out (CheckpointIsHandedOut)
+    USER_LOAD_STATE_DICT = "UserLoadStateDict"  # load_state_dict(s): s governs the next iter()
+
+    @property
+    def actor(self) -> Actor:
+        return Actor.USER
+
+
+def traced_action(name: str) -> Action | UserAction:
+    """The ``Action`` or ``UserAction`` a record's ``action`` names.
+
+    Raises:
+        ValueError: no action of either vocabulary has that name.
+    """
+    try:
+        return Action(name)
+    except ValueError:
+        return UserAction(name)
+
+
+# The protocol core's method of each user action a live iterator takes (the core counts the
+# hand-outs a state describes). A load has no iterator: it governs the next one, whose run its
+# record opens, and the loader writes it (reference/loader.py), as it does a state_dict()
+# taken while no iterator is live.
+USER_CORE_METHOD: dict[UserAction, str] = {UserAction.USER_STATE_DICT: "state_dict"}
 
 ALL_PROPERTIES: tuple[Property, ...] = PROPERTIES + CHECKPOINT_PROPERTIES + RANK_PROPERTIES
 PROPERTY_NAMES: frozenset[str] = frozenset(p.name for p in ALL_PROPERTIES)
@@ -426,11 +463,12 @@ CONFIG_ACTION = "Config"  # the action of an iterator's header record (not a spe
 
 
 class RecordType(enum.Enum):
-    """The three shapes of a trace record."""
+    """The four shapes of a trace record."""
 
     STEP = "step"  # a spec action of the main process, a worker or the pin thread
     FAULT = "fault"  # a Fault* action, written by whoever injects it, just before
     CONFIG = "config"  # an iterator's header: the model constants its run follows
+    USER = "user"  # a UserAction: the checkpoint returned or loaded (docs/checkpoint.md)
 
 
 # The fields of each record type, in the order they are written. ``kind``, ``origin`` and
@@ -440,6 +478,7 @@ RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
     RecordType.STEP: (*_HEAD, "epoch", "worker", "task", "kind", "state", "origin"),
     RecordType.FAULT: (*_HEAD, "worker", "task", "state", "victim"),
     RecordType.CONFIG: (*_HEAD, "epoch", "worker", "task", "state", "config"),
+    RecordType.USER: (*_HEAD, "epoch", "state", "checkpoint"),
 }
 OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin", "victim"})
 
@@ -517,10 +556,13 @@ WORKER_STATE_ACTIONS: frozenset[Action] = frozenset(
 )
 
 
-def required_fields(action: Action) -> tuple[str, ...]:
+def required_fields(action: Action | UserAction) -> tuple[str, ...]:
     """The fields a record of ``action`` must have (not null), generated from the tables above:
     its parameters, and for a record of the main process its epoch and whole post-state
-    (``state`` with every ``MAIN_STATE_FIELDS`` key: ``required_state``)."""
+    (``state`` with every ``MAIN_STATE_FIELDS`` key: ``required_state``); a user action's, the
+    checkpoint (its ``state`` only when a live iterator took it)."""
+    if isinstance(action, UserAction):
+        return (CHECKPOINT_FIELD,)
     fields = ACTION_PARAMETERS[action]
     if action.actor is Actor.MAIN or action in MAIN_LOGGED_FAULTS:
         fields = (_E, *(f for f in fields if f != _E), "state")
@@ -529,8 +571,10 @@ def required_fields(action: Action) -> tuple[str, ...]:
     return fields
 
 
-def required_state(action: Action) -> tuple[str, ...]:
+def required_state(action: Action | UserAction) -> tuple[str, ...]:
     """The keys the ``state`` of a record of ``action`` must have (empty: no state)."""
+    if isinstance(action, UserAction):
+        return ()
     if action.actor is Actor.MAIN or action in MAIN_LOGGED_FAULTS:
         return MAIN_STATE_FIELDS
     if action in WORKER_STATE_ACTIONS:
@@ -549,6 +593,21 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "num_tasks",
     "timeout",
     "worker_pids",
+)
+# Optional ``config`` keys: ``start``, the state the iterator's first epoch began from
+# (``CHECKPOINT_FIELDS``, plus ``total``: the sampler's batches, map-style).
+CONFIG_START = "start"
+# ``checkpoint`` of a User record (and ``start`` of a header): a state as trace-check compares
+# it (reference/checkpoint.py ``trace_checkpoint``): the epoch, the sampler positions handed
+# out (map-style), per worker shard the batches handed out and whose batch comes next
+# (IterableDataset).
+CHECKPOINT_FIELD = "checkpoint"
+CHECKPOINT_FIELDS: tuple[str, ...] = (
+    "epoch",
+    "handed_below",
+    "handed_above",
+    "batches",
+    "next_worker",
 )
 
 

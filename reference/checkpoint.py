@@ -104,6 +104,18 @@ def check_state(state: Any, *, kind: str, num_workers: int) -> dict[str, Any]:
     return copy.deepcopy(state)
 
 
+def trace_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
+    """A state as its trace record carries it (``loaderspec.vocabulary.CHECKPOINT_FIELDS``):
+    the position it describes, without the generator state or a dataset's own state."""
+    return {
+        "epoch": state["epoch"],
+        "handed_below": state["handed_below"],
+        "handed_above": list(state["handed_above"]),
+        "batches": [w["batches"] for w in state["workers"]],
+        "next_worker": state["next_worker"],
+    }
+
+
 def rng_state(generator: torch.Generator | None) -> torch.Tensor:
     """The state the sampler's next draw starts from (the loader's generator, or torch's)."""
     return generator.get_state() if generator is not None else torch.get_rng_state()
@@ -251,6 +263,8 @@ class EpochProgress:
             below_t, above_t = self._single_below, []
         below0 = self.start["handed_below"]
         skipped = sorted(self.start["handed_above"])
+        if not skipped and not above_t:  # in order, nothing skipped: the common case
+            return below0 + below_t, []
 
         def position(idx: int) -> int:  # the idx-th position the cursor did not skip
             pos = below0 + idx
@@ -298,8 +312,14 @@ class EpochProgress:
             rng = self.cursor.rng if self.cursor is not None else self.start["sampler_rng"]
             state["sampler_rng"] = None if rng is None else rng.clone()
         else:
-            state["workers"], state["next_worker"] = self._workers()
-        return copy.deepcopy(state)
+            workers, state["next_worker"] = self._workers()
+            # Built afresh here but the datasets' own states, which are copied (bench: a
+            # deepcopy of the whole state was most of state_dict()'s cost).
+            for worker in workers:
+                if worker["state"] is not None:
+                    worker["state"] = copy.deepcopy(worker["state"])
+            state["workers"] = workers
+        return state
 
 
 def worker_starts(

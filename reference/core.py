@@ -693,6 +693,16 @@ class ProtocolCore:
         queued (CheckpointIsHandedOut): ``(handed_below, sorted handed_above)``."""
         return self.handed_below, sorted(self.handed_above)
 
+    # ------------------------------------------------------ the user's checkpoint ----------
+    def state_dict(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        """UserStateDict (spec/DataLoaderCheckpoint.tla): the user took a state of this
+        iterator's epoch, ``checkpoint`` (``checkpoint.trace_checkpoint`` of what the loader
+        made of ``handed_out()``). To DataLoader.tla a stuttering step: nothing here changes.
+        Its record (``loop.take``) carries the state with this post-state, and trace-check
+        compares the state with the hand-outs of its run (CheckpointIsHandedOut). Returns
+        ``checkpoint``."""
+        return checkpoint
+
     def skip_exhausted(self) -> int:
         """MainSkipExhausted: step rcvd_idx over a retired or handed-out slot; returns the slot."""
         act = Action.MAIN_SKIP_EXHAUSTED

@@ -15,6 +15,7 @@ from math import ceil
 from typing import Any, Generic, TypeVar
 
 import torch
+from loaderspec.reference import loop
 from loaderspec.reference.base import BaseIter, SingleProcessIter
 from loaderspec.reference.checkpoint import (
     ITERABLE,
@@ -23,6 +24,7 @@ from loaderspec.reference.checkpoint import (
     check_state,
     fresh_state,
     is_stateful,
+    trace_checkpoint,
 )
 from loaderspec.reference.shell import MultiProcessingIter
 from torch.utils.data import (
@@ -37,6 +39,9 @@ from torch.utils.data import (
 from torch.utils.data import DataLoader as _TorchDataLoader
 from torch.utils.data._utils import collate as torch_collate
 from torch.utils.data.dataloader import _InfiniteConstantSampler
+
+from loaderspec import tracewriter
+from loaderspec.vocabulary import UserAction
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -318,10 +323,25 @@ class DataLoader(Generic[T_co]):
         got, never those prefetched), or the loaded state the next ``iter()`` will start from.
         Allowed at any moment; the dict returned is the caller's and never changes."""
         if self._pending_state is not None:
-            return copy.deepcopy(self._pending_state)
-        if self._progress is None:
-            return fresh_state(self._checkpoint_kind, self.num_workers, self._next_epoch)
-        return self._progress.state()
+            state = copy.deepcopy(self._pending_state)
+        elif self._progress is None:
+            state = fresh_state(self._checkpoint_kind, self.num_workers, self._next_epoch)
+        else:
+            state = self._progress.state()
+        if tracewriter.ENABLED and self.num_workers > 0:
+            self._trace_state_dict(state)
+        return state
+
+    def _trace_state_dict(self, state: dict[str, Any]) -> None:
+        """UserStateDict's record: taken by the live iterator's core, with its post-state, when
+        the state is that iterator's; else (a load pending, no iter() yet) it opens the next
+        iterator's run, whose start it must be (docs/checkpoint.md, "Traced")."""
+        progress = self._progress
+        checkpoint = trace_checkpoint(state)
+        if self._pending_state is None and progress is not None and progress.core is not None:
+            loop.take(progress.core, UserAction.USER_STATE_DICT, checkpoint)
+        else:
+            tracewriter.emit_user(UserAction.USER_STATE_DICT, checkpoint)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Make the next ``iter()`` continue from ``state_dict`` (what ``state_dict()``
@@ -334,6 +354,12 @@ class DataLoader(Generic[T_co]):
         self._pending_state = check_state(
             state_dict, kind=self._checkpoint_kind, num_workers=self.num_workers
         )
+        if tracewriter.ENABLED and self.num_workers > 0:
+            # No iterator takes this step: the state governs the next one, whose run the record
+            # opens; trace-check holds that run's start to it (LoadIsNeverIgnored).
+            tracewriter.emit_user(
+                UserAction.USER_LOAD_STATE_DICT, trace_checkpoint(self._pending_state)
+            )
 
     @property
     def _auto_collation(self) -> bool:

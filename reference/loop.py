@@ -43,7 +43,7 @@ from loaderspec.reference.messages import (
 from loaderspec.reference.worker_core import WORKER_METHOD, WorkerCore
 
 from loaderspec import tracewriter
-from loaderspec.vocabulary import CORE_METHOD, Action
+from loaderspec.vocabulary import CORE_METHOD, USER_CORE_METHOD, Action, UserAction
 
 
 class IteratorFailed(Exception):
@@ -98,7 +98,7 @@ class Port(Protocol):
 
 def take(
     core: ProtocolCore | WorkerCore,
-    action: Action,
+    action: Action | UserAction,
     *args: Any,
     origin: Origin | None = None,
     at_write: bool = False,
@@ -111,7 +111,9 @@ def take(
     written there, with the step's post-state: ``at_write``, by the port's ``send`` just
     before it writes (``log_write``); MainProcessData's where the shell hands the batch out
     (``hand_out``), at the time of the step. A step the core says is none of the spec's
-    (``last`` is None: a worker's error that does not pickle) writes no record.
+    (``last`` is None: a worker's error that does not pickle) writes no record. A user's
+    checkpoint step (``USER_CORE_METHOD``) writes a ``RecordType.USER`` record: the state
+    the method returns, with the core's epoch and post-state.
 
     Raises:
         ProtocolViolation: the action is not enabled; nothing changed and nothing was written.
@@ -120,6 +122,10 @@ def take(
     method = (_METHODS.get(cls) or _methods(cls))[action]
     result = method(core, *args)
     if tracewriter.ENABLED:
+        if isinstance(action, UserAction):
+            assert isinstance(core, ProtocolCore)  # the main process's
+            tracewriter.emit_user(action, result, epoch=core.epoch, state=core.snapshot())
+            return result
         step = core.last
         if step is None:
             return result
@@ -181,11 +187,12 @@ def hand_out(core: ProtocolCore, payload: Any) -> Any:
 # Each action's core method, by its vocabulary name: a step is one lookup in its core class's
 # table (Action and classes hash by identity) and a call. A class's table is made at its first
 # step, so a subclass's override (a broken core in the tests) is the one called.
-_NAMES: dict[Action, str] = {**CORE_METHOD, **OBSERVED_FAULT_METHOD, **WORKER_METHOD}
-_METHODS: dict[type, dict[Action, Callable[..., Any]]] = {}
+_TABLES = (CORE_METHOD, OBSERVED_FAULT_METHOD, WORKER_METHOD, USER_CORE_METHOD)
+_NAMES: dict[Action | UserAction, str] = {a: n for table in _TABLES for a, n in table.items()}
+_METHODS: dict[type, dict[Action | UserAction, Callable[..., Any]]] = {}
 
 
-def _methods(cls: type) -> dict[Action, Callable[..., Any]]:
+def _methods(cls: type) -> dict[Action | UserAction, Callable[..., Any]]:
     table = _METHODS[cls] = {a: getattr(cls, n) for a, n in _NAMES.items() if hasattr(cls, n)}
     return table
 

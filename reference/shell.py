@@ -47,7 +47,7 @@ from loaderspec.reference.arena import MainArena
 from loaderspec.reference.arena import available as arena_available
 from loaderspec.reference.base import BaseIter, LoaderOptions
 from loaderspec.reference.channels import Receiver
-from loaderspec.reference.checkpoint import worker_starts
+from loaderspec.reference.checkpoint import trace_checkpoint, worker_starts
 from loaderspec.reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
 from loaderspec.reference.messages import (
     TRACE_ORDER_WAIT_S,
@@ -371,6 +371,11 @@ class MultiProcessingIter(BaseIter):
                 else self._progress.tasks_left(len(self._index_sampler)),
                 "timeout": float(self._timeout),
                 "worker_pids": self._pids,
+                # The state the first epoch began from (UserIter: a loaded one, or whole).
+                "start": {
+                    **trace_checkpoint(self._progress.start),
+                    "total": 0 if config.iterable else len(self._index_sampler),
+                },
             },
             t=t,
         )

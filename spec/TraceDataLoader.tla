@@ -41,6 +41,14 @@
 (*  * Hidden step: a worker killed by what nobody logs (the OOM killer, a  *)
 (*    segfault) is FaultKillWorker(w), inferred just before the main       *)
 (*    process's MainDetectWorkerFailure(w) record, its evidence.           *)
+(* The user's checkpoints (DataLoaderCheckpoint.tla's UserStateDict and   *)
+(* UserLoadStateDict) are records too, stuttering steps of DataLoader.     *)
+(* Each run carries Start (its Config header's `start`): the state its     *)
+(* iterator began from. A state_dict() of the live iterator must be        *)
+(* exactly its run's hand-outs on top of Start (CheckpointIsHandedOut); a  *)
+(* load, logged before the iterator it governs (the run opens with it), is *)
+(* that run's Start, and state_dict() before the iterator returns it       *)
+(* (LoadIsNeverIgnored). See the section "Checkpoints" below.              *)
 (* SpecStep ([][Next]_vars) is a PROPERTY of every generated model: TLC    *)
 (* checks that each step taken here is a step of DataLoader's Next.        *)
 (***************************************************************************)
@@ -52,10 +60,11 @@ CONSTANTS
     CheckPostState  \* FALSE: take actions whatever post-state was logged (for diagnosis)
 
 VARIABLES
-    tr,   \* which run of TraceLogs this behaviour follows
-    l     \* the next record of that run to consume
+    tr,     \* which run of TraceLogs this behaviour follows
+    l,      \* the next record of that run to consume
+    loaded  \* << >>, or <<the state>> the last UserLoadStateDict before the iterator loaded
 
-trace_vars == <<tr, l>>
+trace_vars == <<tr, l, loaded>>
 
 Log == TraceLogs[tr]
 logline == Log[l]
@@ -64,7 +73,7 @@ Logged(name) == l <= Len(Log) /\ logline.action = name
 \* The record names a worker / task (the actions that take them require it).
 LoggedW(name) == Logged(name) /\ Has("worker")
 LoggedT(name) == Logged(name) /\ Has("task")
-Consume == l' = l + 1 /\ UNCHANGED tr
+Consume == l' = l + 1 /\ UNCHANGED <<tr, loaded>>
 
 (* The logged post-state of the main process (architecture.md, "Trace records"): every     *)
 (* main-process variable, by its spec name (loaderspec.vocabulary.MAIN_STATE_FIELDS, which    *)
@@ -299,6 +308,75 @@ FaultPinDeathIfLogged ==
     LoggedW("FaultPinDeath") /\ FaultPinDeath(logline.worker) /\ Consume
 
 -----------------------------------------------------------------------------
+(* Checkpoints: the user's state_dict() and load_state_dict() (spec/DataLoaderCheckpoint.tla;  *)
+(* docs/checkpoint.md, "Traced"). A record's `checkpoint` is the state returned or loaded: its *)
+(* epoch, the sampler positions handed out (handed_below, handed_above: map-style), and per    *)
+(* worker shard the batches handed out and whose batch is next (batches, next_worker).         *)
+
+Start == TraceStarts[tr]  \* the state the run's iterator began from (its header's start)
+Range(s) == {s[k] : k \in DOMAIN s}
+\* The point a state describes: its epoch, the positions handed out, the shards' progress.
+Point(c) == [epoch |-> c.epoch, handed |-> (0 .. c.handed_below - 1) \cup Range(c.handed_above),
+             batches |-> c.batches, next_worker |-> c.next_worker]
+WholeEpoch(e) == [epoch |-> e, handed |-> {}, batches |-> [s \in DOMAIN Start.batches |-> 0],
+                  next_worker |-> 0]
+\* Where this epoch of the run began: Start for its first, a whole epoch for the next ones.
+EpochStart == IF epoch = 0 THEN Point(Start) ELSE WholeEpoch(Start.epoch + epoch)
+\* Map-style: task i's sampler position, the i-th one the epoch's start left to send.
+Pos(i) ==
+    LET left == {p \in 0 .. i + Cardinality(EpochStart.handed) : p \notin EpochStart.handed}
+    IN CHOOSE p \in left : Cardinality({q \in left : q < p}) = i
+\* IterableDataset: the shard worker w runs (a resumed epoch rotates them, so that the
+\* round-robin, which begins at worker 0, begins at the shard whose batch is next).
+Shard(w) == (w + EpochStart.next_worker) % NumWorkers
+HandedBy(s) == Cardinality({k \in DOMAIN delivered : Shard(delivered[k].worker) = s})
+\* CheckpointIsHandedOut: what state_dict() describes now: this epoch's hand-outs on top of
+\* where it began (their sampler positions; per shard their count and whose batch is next),
+\* never what is dispatched, in flight or buffered; an epoch that raised StopIteration is over.
+HandedOutPoint ==
+    IF iter_state = "stopped" THEN WholeEpoch(Start.epoch + epoch + 1)
+    ELSE [epoch |-> Start.epoch + epoch,
+          handed |-> IF Iterable THEN {}
+                     ELSE EpochStart.handed \cup {Pos(delivered[k].idx) : k \in DOMAIN delivered},
+          batches |-> [s \in DOMAIN Start.batches |-> EpochStart.batches[s] + HandedBy(s - 1)],
+          next_worker |-> IF ~Iterable \/ delivered = << >> THEN EpochStart.next_worker
+                          ELSE (Shard(delivered[Len(delivered)].worker) + 1) % NumWorkers]
+
+UserRecord(r) == r.action \in {"UserStateDict", "UserLoadStateDict"}
+\* A user's record from before the run's iterator existed: no post-state, and only such
+\* records before it (trace-check puts them first in the run they govern).
+BeforeTheIterator == ~Has("state") /\ \A j \in 1 .. l - 1 : UserRecord(Log[j])
+CheckedPoint(c) == ~CheckPostState \/ Point(logline.checkpoint) = c
+
+\* No UserLoadStateDict comes after record l (they all come before the iterator).
+NoLaterLoad == \A j \in l + 1 .. Len(Log) : Log[j].action # "UserLoadStateDict"
+
+\* state_dict() of the live iterator (its post-state logged): exactly its hand-outs. Before the
+\* iterator: the state the next iter() starts from: the last one loaded; with none loaded yet,
+\* the run's start if no load follows, else (a loader never iterated) epoch 0, whole.
+UserStateDictIfLogged ==
+    /\ Logged("UserStateDict")
+    /\ IF Has("state")
+       THEN CheckedPoint(HandedOutPoint) /\ MainStep(UNCHANGED vars)
+       ELSE /\ BeforeTheIterator
+            /\ CheckedPoint(CASE loaded # << >> -> Point(loaded[1])
+                              [] NoLaterLoad -> Point(Start)
+                              [] OTHER -> WholeEpoch(0))
+            /\ UNCHANGED vars /\ Consume
+
+\* LoadIsNeverIgnored: the last state loaded before the iterator is the one it began from, and
+\* (map-style) its run sends exactly the sampler positions that state had not handed out.
+UserLoadStateDictIfLogged ==
+    /\ Logged("UserLoadStateDict")
+    /\ BeforeTheIterator
+    /\ NoLaterLoad =>
+          /\ CheckedPoint(Point(Start))
+          /\ Iterable \/ NumTasks + Cardinality(Point(Start).handed) = Start.total
+    /\ loaded' = <<logline.checkpoint>>
+    /\ l' = l + 1
+    /\ UNCHANGED <<tr, vars>>
+
+-----------------------------------------------------------------------------
 (* Unlogged steps (see the header) *)
 
 HiddenWatchdogExit ==
@@ -320,6 +398,7 @@ HiddenKillWorker ==
 TraceInit ==
     /\ tr \in 1 .. Len(TraceLogs)
     /\ l = 1
+    /\ loaded = << >>
     /\ Init
 
 TraceNext ==
@@ -337,6 +416,7 @@ TraceNext ==
     \/ FaultKillWorkerIfLogged \/ FaultKillParentIfLogged \/ FaultHangWorkerIfLogged
     \/ FaultFetchErrorIfLogged \/ FaultPutErrorIfLogged \/ FaultRecvErrorIfLogged
     \/ FaultPinDeathIfLogged
+    \/ UserStateDictIfLogged \/ UserLoadStateDictIfLogged
     \/ HiddenWatchdogExit \/ HiddenKillWorker
 
 TraceSpec == TraceInit /\ [][TraceNext]_<<vars, trace_vars>>

@@ -11,4 +11,6 @@ EXTENDS Integers, TLC
 
 \* A sequence of runs; each run a sequence of records (architecture.md, "Trace records").
 TraceLogs == << >>
+\* Per run, the state its iterator began from (the Config header's start, docs/checkpoint.md).
+TraceStarts == << >>
 =============================================================================

@@ -15,8 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from loaderspec.actionmap import ACTION_CAN_BREAK
-from loaderspec.vocabulary import CHECKPOINT_ACTIONS, CHECKPOINT_MODULE, CORE_METHOD, Action, Actor
+from loaderspec.actionmap import ACTION_CAN_BREAK, USER_ACTION_CAN_BREAK
+from loaderspec.vocabulary import (
+    CHECKPOINT_ACTIONS,
+    CHECKPOINT_MODULE,
+    CORE_METHOD,
+    USER_CORE_METHOD,
+    Action,
+    Actor,
+    UserAction,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "spec" / "DataLoader.tla"
@@ -83,6 +91,38 @@ def test_every_checkpoint_action_is_a_step_of_its_spec_and_a_loader_method():
         )
 
 
+def test_every_traced_user_action_is_in_its_four_places():
+    """A UserAction: a step of DataLoaderCheckpoint.tla's Next (above), a loader method, the
+    core's method where a live iterator takes it, a record written under reference/, its
+    ``IfLogged`` in the trace spec, and a conformance case marked with a property it can
+    break."""
+    from loaderspec.reference.core import ProtocolCore
+
+    assert {a.value for a in UserAction} <= set(CHECKPOINT_ACTIONS)
+    text = TRACE_SPEC.read_text()
+    defined = _tla_definitions(TRACE_SPEC)
+    emitted = _emitted_user_actions(ROOT / "reference")
+    marked = _marked_properties(CONFORMANCE)
+    for action in UserAction:
+        wrapper = f"{action.value}IfLogged"
+        assert wrapper in defined, f"{wrapper} is not defined"
+        assert text.count(wrapper) >= 2, f"{wrapper} is not in TraceNext"
+        assert action in emitted, f"no {action.value} record is written under reference/"
+        assert {p.value for p in USER_ACTION_CAN_BREAK[action]} & marked, action.value
+    for action, name in USER_CORE_METHOD.items():
+        assert callable(getattr(ProtocolCore, name, None)), f"{action.value} -> core.{name}"
+
+
+def _emitted_user_actions(root: Path) -> set[UserAction]:
+    """UserAction members named (``UserAction.X``) in a module that writes records."""
+    found: set[UserAction] = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text()
+        if "emit_user" in text or "loop.take" in text:
+            found |= {a for a in UserAction if f"UserAction.{a.name}" in text}
+    return found
+
+
 def test_every_action_has_its_iflogged_wrapper():
     _require(TRACE_SPEC)
     missing = missing_wrappers(TRACE_SPEC)
@@ -146,16 +186,28 @@ def test_every_action_has_a_trace_record():
 
 def _marked_properties(root: Path) -> set[str]:
     """Every property named in a ``spec_property(...)`` marker under ``conformance/``: string
-    literals, and names bound to one at module level (``PROP = "NoOrphanWorkers"``)."""
+    literals, and names bound to one at module level (``PROP = "NoOrphanWorkers"``), there or
+    in another module under ``root`` (``from ...harness.resume import HANDED_OUT``)."""
     names: set[str] = set()
-    for path in root.rglob("*.py"):
-        tree = ast.parse(path.read_text(), str(path))
+    trees = [ast.parse(path.read_text(), str(path)) for path in root.rglob("*.py")]
+    shared = {
+        target.id: node.value.value
+        for tree in trees
+        for node in tree.body
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets
+        if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+    }
+    for tree in trees:
         consts = {
-            target.id: node.value.value
-            for node in tree.body
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-            for target in node.targets
-            if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+            **shared,
+            **{
+                target.id: node.value.value
+                for node in tree.body
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                for target in node.targets
+                if isinstance(target, ast.Name) and isinstance(node.value.value, str)
+            },
         }
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _call_name(node) == "spec_property":
@@ -227,6 +279,15 @@ def test_a_trace_record_never_emitted_is_reported(tmp_path):
             copy.write_text(text)
     roots = tuple(tmp_path / root.name for root in EMITTERS)
     assert missing_records(roots) == ["WorkerExit"]
+
+
+def test_a_user_record_never_written_is_reported(tmp_path):
+    for path in (ROOT / "reference").rglob("*.py"):
+        text = path.read_text().replace("UserAction.USER_LOAD_STATE_DICT", "UserAction.GONE")
+        copy = tmp_path / path.relative_to(ROOT / "reference")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        copy.write_text(text)
+    assert set(UserAction) - _emitted_user_actions(tmp_path) == {UserAction.USER_LOAD_STATE_DICT}
 
 
 def test_an_action_without_a_conformance_case_is_reported(tmp_path):

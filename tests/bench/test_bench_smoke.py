@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import faults, spec, throughput
+from bench import faults, resume, spec, throughput
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +57,28 @@ def expected_rows(loaders: tuple[str, ...]) -> list[str]:
             for constant, values in spec.sweeps(quick=True).items()
             for value in values
         ]
+        + resume_rows(loaders)
     )
+
+
+def resume_rows(loaders: tuple[str, ...]) -> list[str]:
+    """The resume section's rows: the loaders that checkpoint (torch's has no state_dict())."""
+    names = []
+    for loader in (name for name in resume.RESUME_LOADERS if name in loaders):
+        names.append(f"cheap items, state_dict() after every batch / never: {loader}")
+        names.append(f"state_dict() time per cheap batch: {loader}")
+        names += [
+            f"state_dict() latency, {n:,} items, {w} worker{'s' * (w > 1)}: {loader}"
+            for n in resume.SIZES
+            for w in resume.WORKERS
+        ]
+        names += [
+            f"first batch after load_state_dict(), {n:,} items: {loader}" for n in resume.SIZES
+        ]
+        names += [f"state size, {n:,} items: {loader}" for n in resume.SIZES]
+    if "reference" in loaders and "torchdata" in loaders:
+        names.append("ratio reference/torchdata, cheap items with state_dict() after every batch")
+    return names
 
 
 @pytest.mark.slow
@@ -95,6 +116,8 @@ def test_quick_run_prints_every_row(tmp_path):
         "cheap items (64 floats, batch 4, 2 workers): reference",
         "worker death -> error (reference)",
         "shutdown (del it, loader) with a stuck worker (reference)",
+        "cheap items, state_dict() after every batch / never: reference",
+        "state size, 1,000,000 items: reference",
     ):
         assert by_name[name]["value"] is not None, by_name[name]
     assert doc["meta"]["mode"] == "quick"
@@ -102,7 +125,7 @@ def test_quick_run_prints_every_row(tmp_path):
     # The results folder: the page names every loader and has a table per section; plots when
     # matplotlib (the bench extra) is installed, else the page says why there are none.
     page = (folder / "results.md").read_text()
-    for heading in ("## Targets", "## Throughput", "## Faults", "## Spec", "## Plots"):
+    for heading in ("## Targets", "## Throughput", "## Faults", "## Spec", "## Resume", "## Plots"):
         assert heading in page
     assert json.loads((folder / "results.json").read_text())["throughput"]["cheap"]["reference"]
     pngs = sorted(p.name for p in folder.glob("*.png"))
@@ -289,3 +312,42 @@ def test_the_noise_floor_is_the_reference_against_itself():
         "ratio reference/best peer, cheap" not in rows
         or "n/a" in rows["ratio reference/best peer, cheap"].note
     )
+
+
+def _resume_run(never: float, every: float, size_small: int, size_large: int) -> dict:
+    figures: dict = {"never": never, "every": every}
+    for n in resume.SIZES:
+        for w in resume.WORKERS:
+            figures[f"latency {n} {w}"] = 1e-5
+        size = size_small if n == resume.SIZES[0] else size_large
+        figures[f"resume {n}"] = {"size_bytes": size, "first_batch_s": 0.2}
+    return figures
+
+
+def test_resume_rows_from_figures():
+    """The every/never ratio and its 5 % target, the state's growth and the paired ratio to
+    StatefulDataLoader, from made-up runs (the section's page code, no loader run)."""
+    names = {"reference": None, "torchdata": None, "nodes-thread": "ImportError: x"}
+    runs = {
+        "reference": [_resume_run(1000.0, 970.0, 100, 100), _resume_run(900.0, 880.0, 100, 100)],
+        "torchdata": [_resume_run(500.0, 200.0, 100, 900), _resume_run(400.0, 180.0, 100, 900)],
+    }
+    by_name = {r.name: r for r in resume.rows(names, runs)}
+    every = by_name["cheap items, state_dict() after every batch / never: reference"]
+    assert every.value == pytest.approx((0.97 + 880 / 900) / 2)
+    assert "target >= 0.95x (costs <= 5 %): met" in every.note
+    share = by_name["state_dict() time per cheap batch: reference"]
+    assert share.value == pytest.approx((1e-5 * 1000 + 1e-5 * 900) * 100 / 2)  # 0.95 %
+    assert "target <= 5 %: met" in share.note
+    assert (
+        "target"
+        not in by_name["cheap items, state_dict() after every batch / never: torchdata"].note
+    )
+    assert "target no growth: met" in by_name["state size, 1,000,000 items: reference"].note
+    assert "grows" in by_name["state size, 1,000,000 items: torchdata"].note
+    latency = by_name["state_dict() latency, 1,000 items, 2 workers: reference"]
+    assert latency.value == pytest.approx(10.0)  # microseconds
+    versus = by_name["ratio reference/torchdata, cheap items with state_dict() after every batch"]
+    assert versus.value == pytest.approx((970 / 200 + 880 / 180) / 2)
+    assert "target ahead of StatefulDataLoader: met" in versus.note
+    assert by_name["state size, 1,000 items: nodes-thread"].note == "n/a: ImportError: x"
