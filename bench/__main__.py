@@ -25,12 +25,18 @@ from typing import Any
 
 import torch
 
-from bench import faults, results, spec, suite, throughput, transport
+from bench import faults, results, spec, stages, suite, throughput, transport
 from bench.loaders import LOADERS, unavailable_reason
 from bench.rows import Row, render, to_json
 
-SECTIONS = ("transport", "throughput", "faults", "spec", "suite")
-DEFAULT_SECTIONS = ("transport", "throughput", "faults", "spec")  # the suite takes minutes each
+SECTIONS = ("transport", "stages", "throughput", "faults", "spec", "suite")
+DEFAULT_SECTIONS = (
+    "transport",
+    "stages",
+    "throughput",
+    "faults",
+    "spec",
+)  # the suite takes minutes each
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -131,6 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     if "transport" in sections:
         _progress("transport")
         part = transport.rows(args.quick)
+        rows += part
+        print(render(part), flush=True)
+    if "stages" in sections:
+        part = stages.rows(loaders, args.quick, _progress)
         rows += part
         print(render(part), flush=True)
     if "throughput" in sections:
