@@ -29,7 +29,6 @@ import multiprocessing
 import os
 import pickle
 import queue
-import select
 import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
@@ -155,19 +154,6 @@ class _InWorker:
         torch_worker._worker_info = self._saved
 
 
-def _poll_us(n: int, rounds: int) -> float:
-    """One ``poll(2)`` finding a pipe ready, as ``channels.Receiver`` makes per wait."""
-    r, w = os.pipe()
-    os.write(w, b"x")
-    poller = select.poll()
-    poller.register(r, select.POLLIN)
-    try:
-        return _cpu_us(_loop(lambda: poller.poll(0)), n, rounds)
-    finally:
-        os.close(r)
-        os.close(w)
-
-
 # ------------------------------------------------------------------ the reference ----------
 class _InstantPort:
     """The main process's port with no IO: a task's result is there at the next wait."""
@@ -197,6 +183,7 @@ class _InstantPort:
 def _reference(n: int, rounds: int) -> dict[str, Figure]:
     from loaderspec.reference import loop, wire
     from loaderspec.reference.arena import MainArena, WorkerArena, small_batches_private
+    from loaderspec.reference.channels import Receiver
     from loaderspec.reference.core import Kind, ProtocolConfig, ProtocolCore
     from loaderspec.reference.messages import Result, Task
     from loaderspec.reference.worker import _index_message
@@ -247,12 +234,18 @@ def _reference(n: int, rounds: int) -> dict[str, Figure]:
     parts = wire.pack(wire_result, arena)
     body = parts[0][1:]
     result_r, result_w = _pipe()
-    write_us, recv_us = _write_read_us(
-        lambda: wire.write(result_w, parts), lambda: wire.recv(result_r, main_arena), n, rounds
-    )
+    sentinel_r, sentinel_w = os.pipe()  # a worker's sentinel: never ready here
+    receiver = Receiver([result_r], [sentinel_r], [main_arena])
+
+    def receive() -> None:
+        while not receiver.inbox:
+            receiver.poll(None)
+        receiver.inbox.popleft()
+
+    write_us, recv_us = _write_read_us(lambda: wire.write(result_w, parts), receive, n, rounds)
     loads_us = _cpu_us(_loop(lambda: pickle.loads(body)), n, rounds)
     out["write"] = ("worker", write_us, "wire.write")
-    out["read"] = ("main", _poll_us(n, rounds) + recv_us - loads_us, "poll + wire.recv's reads")
+    out["read"] = ("main", recv_us - loads_us, "channels.Receiver: poll, reads, the event")
     out["deserialize"] = ("main", loads_us, "the tensor rebuilt over the bytes read")
     out["hand-off between threads"] = "n/a: no pin thread (pin_memory=False)"
 
@@ -268,8 +261,11 @@ def _reference(n: int, rounds: int) -> dict[str, Figure]:
         _cpu_us(_loop(main_step), n, rounds),
         "loop.next_batch + hand_out on a port with no IO",
     )
-    for conn in (index_r, index_w, result_r, result_w):
+    receiver.close()
+    for conn in (index_r, index_w, result_w):
         conn.close()
+    os.close(sentinel_r)
+    os.close(sentinel_w)
     main_arena.close()
     return out
 
