@@ -553,13 +553,18 @@ def write(conn: Connection, parts: list[bytes | memoryview]) -> None:
 
 def _read_exact(fd: int, n: int, *, at_start: bool) -> bytes:
     """Read exactly ``n`` bytes (``at_start``: a clean EOF before any byte is ``EOFError``)."""
-    chunks = []
-    remaining = n
+    first = os.read(fd, n)
+    if len(first) == n:  # a message's parts mostly come whole: one read, no list
+        return first
+    if not first:
+        if at_start:
+            raise EOFError
+        raise TornMessage("got end of file during message")
+    chunks = [first]
+    remaining = n - len(first)
     while remaining:
         chunk = os.read(fd, remaining)
         if not chunk:
-            if at_start and remaining == n:
-                raise EOFError
             raise TornMessage("got end of file during message")
         chunks.append(chunk)
         remaining -= len(chunk)
