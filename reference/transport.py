@@ -489,9 +489,11 @@ def _writev_all(fd: int, buffers: list[bytes | memoryview]) -> None:
 
 def _write_all(fd: int, data: bytes) -> None:
     """Write all of ``data`` (a pipe write above PIPE_BUF may be partial; a full pipe blocks)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    written = os.write(fd, data)  # all of it, but for a message above PIPE_BUF: then the rest
+    if written < len(data):
+        view = memoryview(data)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
 
 
 def _grow_pipe(fd: int, message_bytes: int) -> None:
