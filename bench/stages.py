@@ -193,15 +193,16 @@ def _reference(n: int, rounds: int) -> dict[str, Figure]:
 
     out: dict[str, Figure] = {}
     index_r, index_w = _pipe()
+    indexes = wire.index_reader(index_r)
     task = Task(7, list(range(BATCH))).to_wire()
     send_us, read_us = _write_read_us(
         lambda: wire.send_index(index_w, task),
-        lambda: _index_message(wire.recv(index_r)),
+        lambda: _index_message(indexes.recv()),
         n,
         rounds,
     )
     out["send index"] = ("main", send_us, "wire.send_index: pickle + one write")
-    out["read index"] = ("worker", read_us, "wire.recv + the Task")
+    out["read index"] = ("worker", read_us, "wire.index_reader's recv + the Task")
 
     done = multiprocessing.get_context("fork").Event()
     core = WorkerCore(0, iterable=False)

@@ -67,6 +67,7 @@ from loaderspec.reference.arena import MainArena, WorkerArena
 
 __all__ = [
     "OOB_THRESHOLD",
+    "PlainReader",
     "TornMessage",
     "UnpicklableBatchError",
     "dumps",
@@ -97,6 +98,8 @@ PIPE_TARGET_BYTES = 1 << 20
 _F_SETPIPE_SZ: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)
 _F_GETPIPE_SZ: int = getattr(fcntl, "F_GETPIPE_SZ", 0)
 
+# What a PlainReader asks of one read(2): many index messages (a few dozen bytes each).
+PLAIN_READ_BYTES = 1 << 16
 # os.writev takes at most IOV_MAX buffers per call; Linux's is 1024.
 _IOV_MAX = 1024
 
@@ -521,6 +524,43 @@ def send_plain(conn: Connection, obj: Any) -> None:
     """
     payload = pickle.dumps(obj, protocol=5)
     _write_all(conn.fileno(), _frame_header(len(payload) + 1) + _INBAND + payload)
+
+
+class PlainReader:
+    """The reading end of a pipe that carries only ``send_plain`` messages (an index queue):
+    one ``read(2)`` takes whatever is there, several messages when several wait, where
+    ``recv`` makes two per message (its length, then its bytes). Only the pipe's one reader
+    may use it: what it read ahead is in its buffer, not in the pipe."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._fd = conn.fileno()
+        self._buffer = b""
+
+    def recv(self) -> Any:
+        """The next message (blocks until it is whole).
+
+        Raises:
+            EOFError: the writer closed between messages.
+            TornMessage: the writer closed in the middle of a message.
+            ValueError: a message ``send_plain`` did not write.
+        """
+        buffer = self._buffer
+        while True:
+            if len(buffer) >= 5:
+                (size,) = _I32.unpack_from(buffer)
+                if size <= 0 or buffer[4] != KIND_INBAND:
+                    raise ValueError("not a message send_plain wrote")
+                end = 4 + size
+                if len(buffer) >= end:
+                    self._buffer = buffer[end:]
+                    return pickle.loads(memoryview(buffer)[5:end])
+            chunk = os.read(self._fd, PLAIN_READ_BYTES)
+            if not chunk:
+                if buffer:
+                    raise TornMessage("got end of file during message")
+                raise EOFError
+            buffer = buffer + chunk if buffer else chunk
+            self._buffer = buffer
 
 
 def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
