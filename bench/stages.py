@@ -147,7 +147,7 @@ class _InWorker:
     def __enter__(self) -> None:
         self._saved = torch_worker._worker_info
         torch_worker._worker_info = torch_worker.WorkerInfo(
-            id=0, num_workers=WORKERS, seed=0, dataset=None
+            id=0, num_workers=WORKERS, seed=0, dataset=datasets.Floats(0)
         )
 
     def __exit__(self, *exc: object) -> None:
@@ -417,7 +417,8 @@ def rows(names: dict[str, str | None], quick: bool, progress: Callable[[str], No
             progress(f"stages: {loader}")
             report = sandbox.run(_target, loader, quick, deadline_s=300.0, start="spawn")
             if report.outcome == "returned":
-                out += _loader_rows(label, *report.value, window=_WINDOW[quick])
+                measured, figures = report.value
+                out += _loader_rows(label, measured, figures, _WINDOW[quick])
                 continue
             reason = ((report.error or "").strip().splitlines() or [report.outcome])[-1]
         out += [Row(SECTION, f"{label}: {s}", None, "us/batch", na(reason)) for s in STAGES]

@@ -234,7 +234,7 @@ def _rebuild_tensor(
         # (not view or as_strided): a plain tensor, no view of another. One tensor is made
         # instead of a byte tensor and an empty one: 2.5 us a cheap batch instead of 5.
         t = torch.frombuffer(data, dtype=dtype)
-        t.set_(t.untyped_storage(), 0, size, stride)  # type: ignore[call-overload]
+        t.set_(t.untyped_storage(), 0, size, stride)
     if is_param:
         return torch.nn.Parameter(t, requires_grad=requires_grad)
     if requires_grad:
