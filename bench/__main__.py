@@ -27,13 +27,13 @@ from typing import Any
 
 import torch
 
-from bench import faults, results, resume, spec, suite, throughput, transport
+from bench import faults, results, resume, spec, stages, suite, throughput, transport
 from bench.loaders import LOADERS, unavailable_reason
 from bench.rows import Row, render, to_json
 
-SECTIONS = ("transport", "throughput", "faults", "spec", "resume", "suite")
+SECTIONS = ("transport", "stages", "throughput", "faults", "spec", "resume", "suite")
 # (the suite takes minutes per loader: only when asked)
-DEFAULT_SECTIONS = ("transport", "throughput", "faults", "spec", "resume")
+DEFAULT_SECTIONS = ("transport", "stages", "throughput", "faults", "spec", "resume")
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -134,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
     if "transport" in sections:
         _progress("transport")
         part = transport.rows(args.quick)
+        rows += part
+        print(render(part), flush=True)
+    if "stages" in sections:
+        part = stages.rows(loaders, args.quick, _progress)
         rows += part
         print(render(part), flush=True)
     if "throughput" in sections:

@@ -131,6 +131,7 @@ def _page(
             lines += _table(
                 ["figure", "value", "note"], ([r.name, _fmt(r.value, r.unit), r.note] for r in part)
             )
+    lines += _stages_table([r for r in rows if r.section == "stages"])
     transport = [r for r in rows if r.section == "transport"]
     if transport:
         lines += ["## Transport (us per batch across a pipe)", ""]
@@ -144,6 +145,27 @@ def _page(
     else:
         lines += [f"No plots: {why_not}", ""]
     return "\n".join(lines)
+
+
+def _stages_table(part: list[Row]) -> list[str]:
+    """The stages section as one table: a stage per line, a loader per column (us of CPU per
+    cheap batch; "m" the loader's process, "w" its workers; blank where a loader has none)."""
+    if not part:
+        return []
+    cells: dict[str, dict[str, str]] = {}
+    loaders: list[str] = []
+    for row in part:
+        label, _, figure = row.name.partition(": ")
+        loader = label.removeprefix("stages ")
+        if loader not in loaders:
+            loaders.append(loader)
+        where = row.note.split(";")[0] if row.note.startswith(("main;", "worker;")) else ""
+        text = _fmt(row.value) + (f" ({where[0]})" if where and row.value is not None else "")
+        cells.setdefault(figure, {})[loader] = "" if row.value is None else text
+    head = ["us of CPU per cheap batch (m: main process, w: workers)", *loaders]
+    body = ([figure, *(by.get(name, "") for name in loaders)] for figure, by in cells.items())
+    title = "## Where a cheap batch's CPU goes (stages in isolation; measured)"
+    return [title, "", *_table(head, body)]
 
 
 def _loads(load: Any) -> str:

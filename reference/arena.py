@@ -346,6 +346,11 @@ class WorkerArena:
             self._slots[slot].held = False
 
     # ------------------------------------------------------------------ sending -----------
+    @property
+    def has_slots(self) -> bool:
+        """Whether any slot exists yet (none: no tensor can lie in one)."""
+        return bool(self._slots)
+
     def ref(self, t: torch.Tensor) -> tuple[Any, ...] | None:
         """A reference to ``t`` if its storage is one of our slots (else None): what
         ``MainArena.load`` rebuilds it from. Count it with ``sent`` once the message is whole."""

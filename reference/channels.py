@@ -27,6 +27,8 @@ from loaderspec.reference import wire
 from loaderspec.reference.arena import MainArena
 from loaderspec.reference.messages import Arrived, Event, Exited, RecvFailed, Result
 
+_new = tuple.__new__  # Arrived(...) without the NamedTuple's Python-level __new__: once a batch
+
 
 class Receiver:
     """Per-worker result pipes and sentinels, read into an ``inbox`` of events in arrival order."""
@@ -93,7 +95,7 @@ class Receiver:
         except Exception as exc:  # read whole, not rebuilt: the framing is intact, go on
             self.inbox.append(RecvFailed(worker, f"{type(exc).__name__}: {exc}"))
             return True
-        self.inbox.append(Arrived(worker, Result.from_wire(message)))
+        self.inbox.append(_new(Arrived, (worker, Result.from_wire(message))))
         return True
 
     def _drain(self, worker: int) -> None:

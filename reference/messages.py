@@ -65,9 +65,9 @@ class Result(NamedTuple):
 
     @classmethod
     def from_wire(cls, raw: tuple[Any, ...]) -> Result:
-        if len(raw) == 3:
-            idx, kind, payload = raw
-            return cls(idx, _KINDS[kind], payload)
+        if len(raw) == 3:  # every result when not tracing: built as a tuple, without the
+            idx, kind, payload = raw  # NamedTuple's Python-level __new__ (as core.py's steps)
+            return _new(cls, (idx, _KINDS[kind], payload, None))
         idx, kind, payload, origin = raw
         return cls(idx, _KINDS[kind], payload, tuple(origin))
 
@@ -80,6 +80,7 @@ class Traced(NamedTuple):
     origin: Origin
 
 
+_new = tuple.__new__  # a NamedTuple from a tuple of all its fields, without its __new__
 _KINDS = {kind.value: kind for kind in Kind}  # Kind(value) is a Python-level Enum call
 
 IndexMessage = Task | str | None  # a Task, RESUME or SENTINEL

@@ -443,8 +443,10 @@ class MultiProcessingIter(BaseIter):
             return  # never started (construction failed)
         raw = message.to_wire() if type(message) is Task else message
         # A dead worker's pipe raises BrokenPipeError: its sentinel reports it on the next wait.
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105  (not contextlib.suppress: no context manager object per task)
             wire.send_index(self._index_conns[worker], raw)
+        except OSError:
+            pass
 
     # -------------------------------------------------------- port: receive -----------------
     def wait(self) -> Event:

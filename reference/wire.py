@@ -58,6 +58,15 @@ def send_index(conn: Connection, message: Any) -> None:
     transport.send_plain(conn, message)
 
 
+def index_reader(conn: Connection) -> transport.PlainReader:
+    """The worker's reader of its index queue (``send_index``'s messages): its ``recv()`` reads
+    ahead, several messages per read when several wait; the pipe has no other reader.
+
+    ``recv()`` raises ``EOFError`` (the loader closed the queue between messages) or ``OSError``
+    (closed mid-message)."""
+    return transport.PlainReader(conn)
+
+
 def recv(conn: Connection, arena: MainArena | None = None) -> Any:
     """Receive one message; ``arena``: the sending worker's, for batches in its slots.
 

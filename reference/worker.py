@@ -297,9 +297,10 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         io = _WorkerIO(core, channels, arena, new_fetcher, fetcher)
         if config.stateful:  # each batch carries the dataset's state after it (checkpoint.py)
             io.stateful_dataset = config.dataset
+        indexes = wire.index_reader(index_conn)
         while not core.exited:
             try:
-                message = _index_message(wire.recv(index_conn))
+                message = _index_message(indexes.recv())
             except (EOFError, OSError):
                 break  # the loader closed our queue: nothing more will come
             # A fetch happens now, when the index is taken (the spec takes it and fetches in one

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from bench import faults, resume, spec, throughput
+from bench import faults, resume, spec, stages, throughput
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,6 +40,12 @@ def expected_rows(loaders: tuple[str, ...]) -> list[str]:
             f"transport {batch}: {method}"
             for batch in ("cheap 4x64 f32", "large 4x1MB f32")
             for method in ("reference", "reference-bytes", "torch", "pickle", "torch / reference")
+        ]
+        + [
+            f"stages {loader}: {figure}"
+            for loader in stages.LOADERS_MEASURED
+            if loader in loaders
+            for figure in (*stages.STAGES, *stages.MEASURED)
         ]
         + [f"{w.label}: {loader}" for w in WORKS for loader in loaders]
         + [
@@ -125,7 +131,8 @@ def test_quick_run_prints_every_row(tmp_path):
     # The results folder: the page names every loader and has a table per section; plots when
     # matplotlib (the bench extra) is installed, else the page says why there are none.
     page = (folder / "results.md").read_text()
-    for heading in ("## Targets", "## Throughput", "## Faults", "## Spec", "## Resume", "## Plots"):
+    headings = ("## Targets", "## Throughput", "## Where a cheap batch", "## Faults", "## Spec")
+    for heading in (*headings, "## Resume", "## Plots"):
         assert heading in page
     assert json.loads((folder / "results.json").read_text())["throughput"]["cheap"]["reference"]
     pngs = sorted(p.name for p in folder.glob("*.png"))
@@ -351,3 +358,22 @@ def test_resume_rows_from_figures():
     assert versus.value == pytest.approx((970 / 200 + 880 / 180) / 2)
     assert "target ahead of StatefulDataLoader: met" in versus.note
     assert by_name["state size, 1,000 items: nodes-thread"].note == "n/a: ImportError: x"
+
+
+def test_stages_other_is_measured_minus_the_stages_per_process():
+    figures: dict[str, stages.Figure] = dict.fromkeys(stages.STAGES, "n/a: none here")
+    figures["fetch (4 x __getitem__)"] = ("worker", 8.0, "made up")
+    figures["serialize"] = ("worker", 2.0, "made up")
+    figures["deserialize"] = ("main", 5.0, "made up")
+    measured = {"main": 20.0, "workers": 30.0, "load": 1.5}
+    rows = {
+        r.name.split(": ", 1)[1]: r for r in stages._loader_rows("stages x", measured, figures, 10)
+    }
+    assert set(rows) == {*stages.STAGES, *stages.MEASURED}
+    assert rows["collate"].value is None
+    assert rows["collate"].note == "n/a: none here"
+    assert rows["sum of the stages, workers"].value == 10.0
+    assert rows["other, workers (measured - stages)"].value == 20.0
+    assert rows["other, main (measured - stages)"].value == 15.0
+    assert rows["measured, total"].value == 50.0
+    assert "load 1.5" in rows["measured, main"].note

@@ -327,6 +327,31 @@ def test_clean_close_is_eof_and_cut_message_is_torn():
     reader.close()
 
 
+def test_plain_reader_takes_queued_messages_in_order_then_eof_or_torn():
+    """The worker's index reader: several waiting messages come out of one read, in order, one
+    per recv; a close between messages is EOF, inside one a torn message."""
+    reader, writer = Pipe(duplex=False)
+    messages = [(i, list(range(i))) for i in range(5)] + [None, "resume"]
+    for message in messages:
+        transport.send_plain(writer, message)
+    plain = transport.PlainReader(reader)
+    assert [plain.recv() for _ in messages] == messages
+    writer.close()
+    with pytest.raises(EOFError):
+        plain.recv()
+    reader.close()
+
+    reader, writer = Pipe(duplex=False)
+    transport.send_plain(writer, (1, [2]))
+    os.write(writer.fileno(), (100).to_bytes(4, "big") + b"\x00abc")
+    writer.close()
+    plain = transport.PlainReader(reader)
+    assert plain.recv() == (1, [2])
+    with pytest.raises(TornMessage):
+        plain.recv()
+    reader.close()
+
+
 def test_garbage_payload_is_rejected():
     with pytest.raises(ValueError, match="kind"):
         unpack(b"\x07abc")
