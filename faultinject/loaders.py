@@ -20,6 +20,11 @@ required, and nothing here reads a loader's private state:
   whole life of the process, shared by all its instances (grain's shared-memory deletion thread
   pool): the harness calls it before it takes the leak baseline, so these are not counted as
   a loader's leak while whatever each loader leaves still is.
+* `loaderspec_iterator_start_s: float`: the seconds one `iter()` may take before its first
+  batch because the loader starts its workers then (grain spawns a process per worker for every
+  iterator, each importing torch: a few seconds on a loaded 2-core machine). The scenarios that
+  start many iterators one after another (resume, ranks) allow that much more per iterator;
+  none is allowed by default, so a loader that declares nothing is graded on the plain bounds.
 
 `unsupported(cls, kwargs)` also answers for loaders that declare nothing, from the constructor's
 signature: an argument of torch's that the constructor does not take is named. What a loader's
@@ -39,6 +44,7 @@ __all__ = [
     "WorkerKind",
     "WorkersDieWith",
     "declared_workers",
+    "iterator_start_s",
     "ref_of",
     "resolve",
     "split",
@@ -72,6 +78,9 @@ MSG_NOT_IMPORTABLE = (
     "{ref}: a loader run in a sandbox must be importable by name: define it at module level"
 )
 MSG_UNSUPPORTED_ARG = "the loader does not accept torch's argument {name!r}"
+MSG_BAD_START = (
+    "{ref}.loaderspec_iterator_start_s is {value!r}; it must be a number of seconds, 0 or more"
+)
 
 
 class LoaderRefError(ValueError):
@@ -180,6 +189,20 @@ def stateful(loader_cls: type) -> bool:
     if declared is not None:
         return bool(declared() if callable(declared) else declared)
     return all(callable(getattr(loader_cls, m, None)) for m in ("state_dict", "load_state_dict"))
+
+
+def iterator_start_s(loader_cls: type) -> float:
+    """The seconds the loader declares one `iter()` may take to start its workers (0 when it
+    declares nothing).
+
+    Raises:
+        LoaderRefError: the declared value is not a number of seconds, 0 or more.
+    """
+    value = getattr(loader_cls, "loaderspec_iterator_start_s", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        ref = f"{loader_cls.__module__}.{loader_cls.__qualname__}"
+        raise LoaderRefError(MSG_BAD_START.format(ref=ref, value=value))
+    return float(value)
 
 
 def declared_workers(loader_cls: type) -> WorkerKind | None:

@@ -94,10 +94,12 @@ class RankResumed(RankEvent):
 
 @dataclass(frozen=True)
 class WorkersLeft(RankEvent):
-    """The rank dropped its loader; `pids`: its workers still alive `MUST_BOUND_S` later."""
+    """The rank dropped its loader; `pids`: its workers still alive `MUST_BOUND_S` later;
+    `helpers`: its multiprocessing helpers (a resource tracker), which the group reaps."""
 
     name: ClassVar[str] = "left"
     pids: tuple[int, ...] = ()
+    helpers: tuple[int, ...] = ()
 
 
 # ---------------------------------------------------------------- the group -------------------

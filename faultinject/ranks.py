@@ -14,8 +14,10 @@ record.
 
 After its last epoch a rank drops its loader, gives its workers `MUST_BOUND_S` to go (those left
 are reported in its `WorkersLeft` event; they are then the sandbox child's, a subreaper, and
-counted as `lingering`), leaves the group and exits. `RankRun.port_listening` says whether
-anything still listens on the group's port once the run is over.
+counted as `lingering`), leaves the group and exits. Its multiprocessing helpers (a spawning
+loader's resource tracker), named in the same event, exit after it and are reaped by the group,
+as init reaps them under a training script. `RankRun.port_listening` says whether anything
+still listens on the group's port once the run is over.
 
 The grading is not this module's job (`conformance.harness.ranks`).
 """
@@ -31,7 +33,7 @@ import select
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from loaderspec.faultinject import _wire, loaders, processes, sandbox
@@ -89,6 +91,11 @@ class RankPlan:
     epochs: int = 3
     step_timeout_s: float = 3.0
     resume_at: tuple[int, int] | None = None
+
+    @property
+    def iterators(self) -> int:
+        """How many `iter()` calls each rank makes: one per epoch, one more after a resume."""
+        return self.epochs + (self.resume_at is not None)
 
 
 class RankShardedIterable(IterableDataset):
@@ -244,7 +251,12 @@ class _Rank:
         gc.collect()
         workers = [p.pid for p in processes.children(helpers=False)]
         left = processes.wait_gone(workers, MUST_BOUND_S)
-        self.event(WorkersLeft, pids=tuple(left), dt=time.monotonic() - start)
+        # multiprocessing's helpers of this rank (the resource tracker a spawning loader starts):
+        # they exit after the rank does, and the group reaps them (`_reap_helpers`).
+        helpers = [p.pid for p in processes.children() if processes.is_mp_helper(p)]
+        self.event(
+            WorkersLeft, pids=tuple(left), dt=time.monotonic() - start, helpers=tuple(helpers)
+        )
 
     def resumed(self, epoch: int) -> Any:
         """A new loader of this rank that loaded the state of the one before (None: failed)."""
@@ -340,20 +352,35 @@ def group(cls: type, plan: RankPlan) -> int:
         pidfds[os.pidfd_open(pid)] = pid
     decoders = {fd: _wire.Reader() for fd in readers}
     running = dict(pidfds)
+    helpers: list[int] = []
     while running:  # bounded by the sandbox's deadline, which kills the whole session
         ready, _, _ = select.select([*readers, *running], [], [])
         for fd in ready:
             if fd in running:
                 processes.reap(running.pop(fd))
                 os.close(fd)
-        _relay(readers, decoders)
-    _relay(readers, decoders)  # what the last ranks wrote before they exited
+        helpers += _relay(readers, decoders)
+    helpers += _relay(readers, decoders)  # what the last ranks wrote before they exited
     for fd in readers:
         os.close(fd)
+    _reap_helpers(helpers)
     return port
 
 
-def _relay(readers: dict[int, int], decoders: dict[int, _wire.Reader]) -> None:
+def _reap_helpers(pids: list[int]) -> None:
+    """Reap the ranks' multiprocessing helpers once they exit (bounded by `MUST_BOUND_S`). A
+    rank's resource tracker exits when its rank has, and is then re-parented to this process
+    (a subreaper), as it would be to init under a training script, which reaps it: not reaped
+    here, it would be counted as the loader's zombie. A helper still running past the bound is
+    left to be counted; no worker is ever reaped here."""
+    processes.wait_gone(pids, MUST_BOUND_S)
+    for pid in pids:
+        processes.reap(pid)
+
+
+def _relay(readers: dict[int, int], decoders: dict[int, _wire.Reader]) -> list[int]:
+    """Pass the ranks' events on to the harness; the helper pids their `left` events name."""
+    helpers: list[int] = []
     for fd in readers:
         while True:
             try:
@@ -363,7 +390,9 @@ def _relay(readers: dict[int, int], decoders: dict[int, _wire.Reader]) -> None:
             if not data:
                 break
             for ev in decoders[fd].feed(data):
+                helpers += ev.helpers if isinstance(ev, WorkersLeft) else []
                 sandbox.note(ev)
+    return helpers
 
 
 # --------------------------------------------------------------------------- the harness side
@@ -419,7 +448,10 @@ def run(
     """Play `plan` on `plan.world` ranks of the loader; never raises for what the loader does.
 
     A configuration the loader declares it cannot express (`faultinject.loaders.unsupported`)
-    is not run (`refused`); so is one its constructor refuses with `NotImplementedError`.
+    is not run (`refused`); so is one its constructor refuses with `NotImplementedError`. A
+    loader that declares the seconds its `iter()` takes to start workers
+    (`loaders.iterator_start_s`) gets that much more step timeout per rank: the ranks start
+    their iterators at once, on cores they share, and a step waits for the slowest one.
     """
     kwargs = {**plan.kwargs, **({} if plan.iterable else {"sampler": None})}
     why = loaders.unsupported(loader, kwargs, dataset=dataset(plan, 0))
@@ -427,6 +459,9 @@ def run(
         why = why or "the loader has no state_dict()/load_state_dict(): it cannot be checkpointed"
     if why:
         return RankRun(plan, None, refused=why)
+    start_s = loaders.iterator_start_s(loader)
+    if start_s:
+        plan = replace(plan, step_timeout_s=plan.step_timeout_s + plan.world * start_s)
     report = sandbox.run(
         group, loader, plan, deadline_s=deadline_s, linger_s=linger_s, subreaper=True
     )

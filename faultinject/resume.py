@@ -90,6 +90,15 @@ class ResumePlan:
     uninterrupted: bool = True
     faults: tuple[Raise, ...] = ()
 
+    @property
+    def iterators(self) -> int:
+        """At most how many `iter()` calls playing the plan makes: one per epoch of the
+        uninterrupted run and of the interrupted one, one more per cut (its epoch is played
+        again by the resumed loader), and one per resumed loader put through `iter()` before
+        its load."""
+        again = len(self.cuts) * (2 if self.before_load == "iter" else 1)
+        return (self.epochs if self.uninterrupted else 0) + self.epochs + again
+
 
 class StatefulShards(IterableDataset):
     """Shards as `FaultyIterable`'s (worker w of W reads shards w, w + W, ...; shard s yields

@@ -4,7 +4,9 @@ Each loader runs in its own ``pytest --pyargs loaderspec.conformance`` subproces
 timeout it and its descendants are killed by pid), which writes ``OUT/<loader>/report.json``,
 ``report.md`` and ``report.html`` (an earlier run's are removed first: a run that fails to
 start shows no old results); this module then writes ``OUT/matrix.json``, ``matrix.md`` and
-``matrix.html`` (``conformance.harness.matrix``) and prints the Markdown matrix.
+``matrix.html`` (``conformance.harness.matrix``) and prints the Markdown matrix. With
+``--readme PAGE`` it also rewrites the loaders' totals table of that page between its markers
+(``scripts/matrix.sh`` regenerates docs/reports and README.md's table so, from one run).
 
 The exit status follows the suite's exit policy (``--fail-on``, as the plugin's
 ``--conformance-fail-on``): 1 when a loader's run failed its verdict (by default, a MUST failure)
@@ -19,6 +21,8 @@ import json
 import re
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +67,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds allowed per loader (more than 0)",
     )
     parser.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="run up to N loaders' suites at once, in the order given (default 1: one after "
+        "another; the cases' time bounds assume a machine that is not oversubscribed)",
+    )
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        metavar="PAGE",
+        help="also rewrite the loaders' totals table of this Markdown page (between its "
+        "<!-- matrix:begin --> and <!-- matrix:end --> markers), e.g. --readme README.md",
+    )
+    parser.add_argument(
         "--fail-on",
         choices=FAIL_ON,
         default=FAIL_ON[0],
@@ -100,6 +119,21 @@ def positive_seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(
             f"{text!r}: seconds allowed per loader must be more than 0, e.g. --timeout 900"
         )
+    return value
+
+
+def positive_int(text: str) -> int:
+    """``--jobs``: a whole number, 1 or more.
+
+    Raises:
+        argparse.ArgumentTypeError: not a whole number of 1 or more.
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: run at least 1 loader at once, e.g. --jobs 2")
     return value
 
 
@@ -192,13 +226,29 @@ def run(args: argparse.Namespace) -> int:
     """Run every loader, write the matrix, print it; 1 if a loader fails the exit policy. A
     matrix with a run that left no complete report is written (it marks that run incomplete)
     but not printed: its counts would read as that loader's grades."""
-    from loaderspec.conformance.harness.matrix import write_matrix
+    from loaderspec.conformance.harness import matrix
 
+    if args.readme is not None:
+        # Checked before the runs, which take long: a page without markers fails at once.
+        try:
+            matrix.with_totals(args.readme.read_text(), "")
+        except (OSError, ValueError) as exc:
+            print(f"loaderspec report: --readme {args.readme}: {exc}", file=sys.stderr)
+            return 2
     loaders = args.loader or default_loaders()
-    results = {
-        x: run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on) for x in loaders
-    }
-    md = write_matrix(args.out, results)
+    start = time.monotonic()
+
+    def one(x: str) -> dict[str, Any] | None:
+        return run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on)
+
+    # Each loader's suite is a subprocess of its own: threads only wait for them.
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = dict(zip(loaders, pool.map(one, loaders), strict=True))
+    md = matrix.write_matrix(args.out, results)
+    print(f"loaderspec report: {len(loaders)} loaders in {(time.monotonic() - start) / 60:.1f} min")
+    if args.readme is not None:
+        table = matrix.totals_table(matrix.matrix(results), results)
+        args.readme.write_text(matrix.with_totals(args.readme.read_text(), table))
     failed = failures(results, args.out)
     if all(r is not None and r.get("complete") for r in results.values()):
         print(md)

@@ -24,7 +24,9 @@ drawn; after an epoch's end, only the generator's (the next epoch is drawn from 
 raises a ValueError naming both worker counts for a state of other workers). What the suite
 measures is grain's: its
 processes, queues, exit-code polling, shutdown and error handling. Dropping the iterator
-closes it (grain's finalizer): `workers_die_with = "iterator"`.
+closes it (grain's finalizer): `workers_die_with = "iterator"`. Starting an iterator's workers
+takes seconds (spawn): the adapter declares it (`loaderspec_iterator_start_s`), and the cases
+that start many iterators allow it.
 """
 
 from __future__ import annotations
@@ -105,6 +107,12 @@ class Loader(Adapter):
     """grain.python.DataLoader with torch.utils.data.DataLoader's constructor (torch 2.13)."""
 
     workers_die_with = "iterator"
+    # Every iterator spawns its workers (grain's start method), each importing torch to run
+    # torch's fetcher: from iter() to the end of a 4-batch epoch with 2 workers took 2.5-3 s on
+    # the 2-core machine at load 1.2 and 19 s at load 7.5 (2026-11-26). The resume and rank
+    # cases, which start up to 8 iterators one after another (or 3 ranks' at once), allow this
+    # much more per iterator (faultinject.loaders), so that a slow start is not graded a hang.
+    loaderspec_iterator_start_s = 20.0
     limits = (
         Limit(
             "an IterableDataset",

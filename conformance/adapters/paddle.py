@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -142,7 +142,7 @@ class _WorkerInit:
 
     def __call__(self, worker_id: int) -> None:
         info = paddle.io.get_worker_info()
-        dataset = info.dataset
+        dataset: Any = info.dataset  # paddle's, or a torch dataset behind one (typed as paddle's)
         if isinstance(dataset, _PaddleIterable):
             dataset = dataset.inner
         seed = self.base_seed + worker_id
@@ -208,7 +208,10 @@ class Loader(Adapter):
         else:
             mode = "batch" if dl.batch_sampler is not None else "one_of_list"
             self._paddle = paddle.io.DataLoader(
-                dataset, batch_sampler=_TorchBatches(dl), **self._common(dl, mode)
+                # duck-typed: paddle reads a batch sampler by iterating it and len()
+                dataset,
+                batch_sampler=cast(Any, _TorchBatches(dl)),
+                **self._common(dl, mode),
             )
 
     def _common(self, dl: TorchDataLoader, mode: str) -> dict[str, Any]:

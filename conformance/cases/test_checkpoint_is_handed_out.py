@@ -31,7 +31,8 @@ def test_state_at_an_epoch_end_resumes_at_the_next_epoch(
     Property: CheckpointIsHandedOut. Seed (spec/DataLoaderCheckpoint.tla): an epoch that raised
     StopIteration counts as over in the state taken after it.
     Guards: K7 meta-pytorch/data#1437 -> PR #1439 (a state saved at an epoch's end drops or
-    repeats an epoch), huggingface/datasets#7447.
+    repeats an epoch), huggingface/datasets#7447, google/grain#572 (stopping and resuming a
+    grain DataLoader at each epoch's end).
     """
     plan = ResumePlan(
         n=10,

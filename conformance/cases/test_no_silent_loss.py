@@ -19,7 +19,8 @@ def test_epoch_does_not_end_quietly_after_worker_death(loader_cls: type, grade: 
     Property: NoSilentLoss. Seed (dataloader.py, _next_data): "rcvd_idx" waits for the task it
     owes; a task whose worker is gone can only be reported, never skipped.
     Guards: H3 pytorch test_error_workers semantics (after a worker fault the loader must not
-    lose other batches), B1 pytorch PR #15665 (worker death detection).
+    lose other batches), B1 pytorch PR #15665 (worker death detection),
+    facebookresearch/spdl PR #1576 (SPDL's subprocess pipeline dropped items with no error).
     """
     r = play(
         loader_cls,

@@ -78,7 +78,8 @@ def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
     enabling mid-epoch checkpointing".
     Guards: K7 meta-pytorch/data#1437 (a state saved at an epoch's end drops or repeats an
     epoch), K8 meta-pytorch/data#1520 (prefetched items lost or replayed on resume),
-    huggingface/datasets#7447.
+    huggingface/datasets#7447, google/grain#1178 (a state set on a fresh iterator hands out
+    other elements).
     """
     _drawn(loader_cls, grade, QUICK_EXAMPLES, PICKS)
 

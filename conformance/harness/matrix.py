@@ -26,14 +26,21 @@ from loaderspec.conformance.ids import CASES_DIR, canonical
 from loaderspec.vocabulary import ALL_PROPERTIES
 
 __all__ = [
+    "TOTALS_BEGIN",
+    "TOTALS_END",
     "case_key",
     "matrix",
     "matrix_html",
     "matrix_markdown",
     "short_name",
     "titles",
+    "totals_table",
+    "with_totals",
     "write_matrix",
 ]
+
+# The page (README.md) whose totals table `loaderspec report --readme` rewrites between these.
+TOTALS_BEGIN, TOTALS_END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
 
 CAUSE_CHARS = 160
 _ABBREV = {PASS: "PASS", FAIL: "FAIL", NON_STRICT: "N-S", "SKIP": "SKIP"}
@@ -367,6 +374,54 @@ def matrix_html(m: dict[str, Any]) -> str:
         f'<h2>Notes: every outcome other than PASS</h2><ol class="notes">{notes}</ol>'
     )
     return page("Conformance matrix", body, style=STYLE + _MATRIX_STYLE)
+
+
+def _package(loader: str) -> str:
+    """The package a loader column grades, as its report's ``versions`` names it: ``loaderspec``
+    for the reference, the adapted package for an adapter (``torchdata_nodes`` -> torchdata)."""
+    module = loader.partition(":")[0]
+    parts = module.removeprefix("loaderspec.").split(".")
+    if parts[:2] == ["conformance", "adapters"] and len(parts) > 2:
+        return parts[2].split("_")[0]
+    return "loaderspec" if parts[0] == "reference" else parts[0]
+
+
+def totals_table(m: dict[str, Any], results: dict[str, dict[str, Any] | None]) -> str:
+    """Each loader's totals in one Markdown row (fewest MUST failures first): its column title,
+    the graded package's version, the counts, and the day its run started with its case count;
+    "incomplete" for a run that left no complete report."""
+    totals = _totals(m)
+    lines = [
+        "| loader | PASS | FAIL | NON-STRICT | SKIP | run |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for x in m["loaders"]:
+        res = results.get(x) or {}
+        package = _package(x)
+        version = res.get("versions", {}).get(package)
+        label = f"`{_title(m, x)}`" + (f" ({package} {version})" if version else "")
+        counts = " | ".join(str(totals[x].get(o, 0)) for o in (PASS, FAIL, NON_STRICT, "SKIP"))
+        cases = sum(totals[x].values())
+        run = f"{str(res.get('started', ''))[:10]}, {cases} cases"
+        if x in m.get("incomplete", []):
+            run += ", incomplete"
+        lines.append(f"| {label} | {counts} | {run} |")
+    return "\n".join(lines) + "\n"
+
+
+def with_totals(page: str, table: str) -> str:
+    """``page`` with the totals table between `TOTALS_BEGIN` and `TOTALS_END` replaced.
+
+    Raises:
+        ValueError: the page lacks either marker (it is left as it was).
+    """
+    head, begin, rest = page.partition(TOTALS_BEGIN)
+    _, end, tail = rest.partition(TOTALS_END)
+    if not begin or not end:
+        raise ValueError(
+            f"no {TOTALS_BEGIN} ... {TOTALS_END} markers: put them where the totals go"
+        )
+    return f"{head}{TOTALS_BEGIN}\n{table}{TOTALS_END}{tail}"
 
 
 def write_matrix(out: Path, results: dict[str, dict[str, Any] | None]) -> str:

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 from loaderspec.conformance.harness import checks
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, Grade, fail
-from loaderspec.faultinject import ranks
+from loaderspec.faultinject import loaders, ranks
 from loaderspec.faultinject.rank_events import (
     RankBatch,
     RankError,
@@ -60,9 +60,14 @@ RANKS_DEADLINE_S = 30.0
 
 
 def play_ranks(
-    loader_cls: type, plan: RankPlan, *, must: str = EVEN, deadline_s: float = RANKS_DEADLINE_S
+    loader_cls: type, plan: RankPlan, *, must: str = EVEN, deadline_s: float | None = None
 ) -> RankRun:
-    """Play `plan` on its ranks (see the module docstring); SKIP, or FAIL `must`, as `play`."""
+    """Play `plan` on its ranks (see the module docstring); SKIP, or FAIL `must`, as `play`. The
+    deadline is `RANKS_DEADLINE_S`, and the seconds the loader declares an `iter()` takes to
+    start its workers for each iterator of each rank (they share the machine's cores)."""
+    if deadline_s is None:
+        start_s = loaders.iterator_start_s(loader_cls)
+        deadline_s = RANKS_DEADLINE_S + plan.iterators * plan.world * start_s
     r = ranks.run(loader_cls, plan, deadline_s=deadline_s)
     if r.refused:
         pytest.skip(f"the loader refused the configuration: {r.refused}")
@@ -148,12 +153,15 @@ def partition(grade: Grade, r: RankRun) -> None:
                 f"{x} by ranks {v}" for x, v in _sorted(who.items()) if len(v) > max(1, padded[x])
             ]
             missing = _sorted(set(range(plan.n)) - set(who))
-            actual = f"rank {rank} handed out {_sorted(got.elements())}"
-            actual += f", its {_source(plan)} gives {_sorted(want.elements())}"
+            # What a user sees comes first: a report's note shows only the detail's first words.
+            seen = []
             if twice:
-                actual += f"; handed out more than once: {', '.join(twice[:4])}"
+                seen.append(f"duplicated items (handed out more than once: {', '.join(twice[:4])})")
             if missing:
-                actual += f"; by no rank: {missing[:8]}"
+                seen.append(f"lost items (by no rank: {missing[:8]})")
+            actual = "; ".join(seen) + (": " if seen else "")
+            actual += f"rank {rank} handed out {_sorted(got.elements())}"
+            actual += f", its {_source(plan)} gives {_sorted(want.elements())}"
             grade.fail(
                 PARTITION,
                 f"each rank to hand out exactly its {_source(plan)}'s items in epoch {epoch}",

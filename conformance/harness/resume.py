@@ -83,11 +83,15 @@ def play_resume(
     must: str = EQUIVALENCE,
     leaks: bool = True,
     skip_refused: bool = True,
-    deadline_s: float = RESUME_DEADLINE_S,
+    deadline_s: float | None = None,
 ) -> ResumeRun:
     """Play `plan` (see the module docstring); `skip_refused=False`: reject the example of a
-    drawn case instead (Hypothesis draws another)."""
+    drawn case instead (Hypothesis draws another). The deadline is `RESUME_DEADLINE_S`, and the
+    seconds the loader declares an `iter()` takes to start its workers for each iterator the plan
+    starts (`faultinject.loaders.iterator_start_s`; none for a loader that declares nothing)."""
     needs_state(loader_cls)
+    if deadline_s is None:
+        deadline_s = RESUME_DEADLINE_S + plan.iterators * loaders.iterator_start_s(loader_cls)
     r = resume.run(loader_cls, plan, deadline_s=deadline_s, linger_s=LEAK_WAIT_S if leaks else 0)
     if r.refused:
         if not skip_refused:
@@ -162,25 +166,30 @@ def same_stream(grade: Grade, r: ResumeRun, prop: str = EQUIVALENCE) -> None:
         want, have = full[epoch], got[epoch]
         if (want == have) if ordered else (sorted(map(str, want)) == sorted(map(str, have))):
             continue
+        # What a user sees comes first: a report's note shows only the detail's first words.
         grade.fail(
             prop,
-            f"epoch {epoch} as uninterrupted: {want}",
-            f"{have} ({_diagnosis(want, have)}; {describe(plan)})",
+            f"epoch {epoch} as the uninterrupted run handed it out",
+            f"{_diagnosis(want, have)}: {have}, uninterrupted {want} ({describe(plan)})",
         )
         return
 
 
 def _diagnosis(want: list[Any], have: list[Any]) -> str:
-    """What a user sees: items repeated, items lost, or an epoch restarted."""
+    """What a user sees: a restart from zero, duplicated items, lost items, or the same items
+    in another order."""
     flat_want = [x for b in want for x in b]
     flat_have = [x for b in have for x in b]
     repeated = sorted({str(x) for x in flat_have if flat_have.count(x) > flat_want.count(x)})
     lost = sorted({str(x) for x in flat_want if flat_have.count(x) < flat_want.count(x)})
     parts = []
+    again = len(have) - len(want)
+    if again > 0 and have[again:] == want:
+        parts.append(f"a restart from zero (the whole epoch again after {again} batches)")
     if repeated:
-        parts.append(f"repeated: {', '.join(repeated[:6])}")
+        parts.append(f"duplicated items: {', '.join(repeated[:6])}")
     if lost:
-        parts.append(f"lost: {', '.join(lost[:6])}")
+        parts.append(f"lost items: {', '.join(lost[:6])}")
     return "; ".join(parts) or "the same items in another order"
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from loaderspec.conformance.catalog import issue_segments
+from loaderspec.conformance.harness import matrix
 from loaderspec.conformance.harness.matrix import write_matrix
 
 from loaderspec import report
@@ -150,7 +151,13 @@ def test_a_run_that_fails_to_start_shows_no_earlier_results(tmp_path: Path) -> N
     stale.mkdir(parents=True)
     (stale / "report.json").write_text(json.dumps({"complete": True, "cases": []}))
     args = argparse.Namespace(
-        loader=["no_such_pkg_xyz:Loader"], out=out, quick=True, timeout=120, fail_on="must"
+        loader=["no_such_pkg_xyz:Loader"],
+        out=out,
+        quick=True,
+        timeout=120,
+        fail_on="must",
+        readme=None,
+        jobs=1,
     )
     assert report.run(args) == 1
     assert not (stale / "report.json").exists()
@@ -166,13 +173,67 @@ def test_a_loader_that_cannot_be_built_prints_no_matrix(
     (tmp_path / "unbuildable.py").write_text(source)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     args = argparse.Namespace(
-        loader=["unbuildable:Loader"], out=tmp_path / "out", quick=True, timeout=120, fail_on="must"
+        loader=["unbuildable:Loader"],
+        out=tmp_path / "out",
+        quick=True,
+        timeout=120,
+        fail_on="must",
+        readme=None,
+        jobs=1,
     )
     assert report.run(args) == 1
     out, err = capsys.readouterr()
     assert "Conformance matrix" not in out
     assert "no matrix printed" in out
     assert "cannot be built: RuntimeError: no (" in err
+
+
+def test_readme_totals_come_from_the_same_reports(tmp_path: Path) -> None:
+    """`--readme`: the page's table between its markers is each loader's totals, with the
+    version of the package it grades and the day of its run; the rest of the page is kept."""
+    results = {
+        "loaderspec.reference:DataLoader": {
+            "started": "2026-11-26T18:40:00+00:00",
+            "versions": {"loaderspec": "0.3.0", "torch": "2.13.0+cpu"},
+            "cases": [_case("test_shutdown_completes::x", "PASS")],
+        },
+        "loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader": {
+            "started": "2026-11-26T19:00:00+00:00",
+            "versions": {"torch": "2.13.0+cpu", "torchdata": "0.11.0"},
+            "cases": [_case("test_shutdown_completes::x", "FAIL", detail="x")],
+        },
+    }
+    table = matrix.totals_table(matrix.matrix(results), results)
+    assert table.splitlines()[2:] == [
+        "| `reference` (loaderspec 0.3.0) | 1 | 0 | 0 | 0 | 2026-11-26, 1 cases |",
+        "| `torchdata_nodes.ThreadLoader` (torchdata 0.11.0) | 0 | 1 | 0 | 0"
+        " | 2026-11-26, 1 cases |",
+    ]
+    page = f"intro\n{matrix.TOTALS_BEGIN}\nold\n{matrix.TOTALS_END}\nafter\n"
+    assert matrix.with_totals(page, table) == (
+        f"intro\n{matrix.TOTALS_BEGIN}\n{table}{matrix.TOTALS_END}\nafter\n"
+    )
+    with pytest.raises(ValueError, match="markers"):
+        matrix.with_totals("no markers here", table)
+
+
+def test_a_readme_without_markers_fails_before_any_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = tmp_path / "README.md"
+    page.write_text("no markers\n")
+    args = argparse.Namespace(
+        loader=["no_such_pkg_xyz:Loader"],
+        out=tmp_path / "out",
+        quick=True,
+        timeout=120,
+        fail_on="must",
+        readme=page,
+        jobs=1,
+    )
+    assert report.run(args) == 2
+    assert "markers" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing ran
 
 
 def test_default_loaders_start_with_reference_and_torch() -> None:

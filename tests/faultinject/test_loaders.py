@@ -73,3 +73,28 @@ def test_what_the_workers_are_is_declared_or_watched():
     assert driver.probe_workers(DataLoader) == "processes"
     assert driver.probe_workers(L.FetchesInThreads) == "threads"
     assert driver.probe_workers(L.FetchesInTheCaller) == "none"
+
+
+@pytest.mark.parametrize("value", [-1.0, "5", True, float("nan")])
+def test_a_declared_iterator_start_is_seconds_zero_or_more(value):
+    assert loaders.iterator_start_s(DataLoader) == 0.0  # declares nothing: the plain bounds
+
+    class Declares(DataLoader):
+        loaderspec_iterator_start_s = 2.5
+
+    assert loaders.iterator_start_s(Declares) == 2.5
+    Declares.loaderspec_iterator_start_s = value
+    with pytest.raises(loaders.LoaderRefError, match="number of seconds"):
+        loaders.iterator_start_s(Declares)
+
+
+def test_a_plan_counts_the_iterators_it_starts():
+    """What the declared start cost is multiplied by: every iter() a plan can make."""
+    from loaderspec.faultinject.ranks import RankPlan
+    from loaderspec.faultinject.resume import Cut, ResumePlan
+
+    assert ResumePlan(epochs=3, cuts=(Cut(0, 2),)).iterators == 3 + 3 + 1
+    assert ResumePlan(epochs=2, cuts=(Cut(0, 2), Cut(0, 1)), before_load="iter").iterators == 8
+    assert ResumePlan(epochs=2, uninterrupted=False).iterators == 2 + 1
+    assert RankPlan(epochs=3).iterators == 3
+    assert RankPlan(epochs=3, resume_at=(1, 2)).iterators == 4

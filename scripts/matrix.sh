@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Regenerates the committed conformance matrix from one run: sets up with every loader's extra
+# (scripts/setup.sh with LOADERSPEC_EXTRAS=torchdata,grain,spdl,paddle), then runs the whole
+# suite (no --quick: every case, the slow ones included) against all eight loaders (the
+# reference, torch, StatefulDataLoader, torchdata.nodes' thread and process mappers, grain, SPDL,
+# paddle) into docs/reports/ (the earlier per-loader folders removed first, so no report of
+# another run or commit is left beside them), and rewrites README.md's totals table from the same
+# reports (`--readme`). Two loaders run at once (`--jobs 2`), grain first: it spawns workers for
+# every iterator and takes as long as the seven others together, so each loader gets 3000 s. It
+# takes 40-60 minutes on the shared 2-core machine, so neither the test command (scripts/test.sh)
+# nor scripts/main.sh (whose report goes to build/report/) runs it; docs/conformance-matrix.md
+# says when to. It runs at a lower priority (nice -n 10): the machine may be shared. Like main.sh
+# it does not fail on a loader's grades (--fail-on never), only when a run left no complete
+# report. Extra arguments go to `loaderspec report`, e.g. `bash scripts/matrix.sh --jobs 1`.
+set -euo pipefail
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+LOADERSPEC_EXTRAS=torchdata,grain,spdl,paddle bash "$top/scripts/setup.sh"
+cd "$top"
+# Only the per-loader folders (each holds a report.json): the pages beside them are rewritten.
+for dir in docs/reports/*/; do
+    if [ -f "$dir/report.json" ]; then rm -r -- "$dir"; fi
+done
+echo "scripts/matrix.sh: commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+loaders=(
+    loaderspec.conformance.adapters.grain:Loader
+    loaderspec.reference:DataLoader
+    torch.utils.data:DataLoader
+    loaderspec.conformance.adapters.torchdata:Loader
+    loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader
+    loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader
+    loaderspec.conformance.adapters.spdl:Loader
+    loaderspec.conformance.adapters.paddle:Loader
+)
+nice -n 10 .venv/bin/loaderspec report --out docs/reports --fail-on never --readme README.md \
+    --jobs 2 --timeout 3000 "${loaders[@]/#/--loader=}" "$@"
