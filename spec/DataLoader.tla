@@ -1031,6 +1031,9 @@ TaskOnItsWay(i) ==
 AckOnItsWay(w) ==
     \/ QueuedFor(w, "resume", NoIdx)
     \/ \E m \in InFlight : m.kind = "resume" /\ m.worker = w /\ m.epoch = epoch
+\* The main process awaits a message for task i: its result, or (the task at which the worker's
+\* shard ended) its end-of-shard message; not one the worker dropped after its shard ended.
+Awaited(i) == ~Retired(i) \/ i = exhausted_at[task_info[i].worker]
 \* Nothing the epoch waits for is lost on its way unless whoever held it died (a worker, or
 \* the pin thread: a death that is raised): a lost task, result, end-of-shard message or
 \* resume acknowledgement is a violation here, whatever a timeout would later make of the wait.
@@ -1038,7 +1041,7 @@ NothingLostOnTheWay ==
     (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
         /\ iter_state = "running" =>
               \A i \in DOMAIN task_info :
-                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ ~Retired(i))
+                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ Awaited(i))
                       => TaskOnItsWay(i)
         /\ iter_state = "resuming" =>
               resume_iteration_cnt <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWay(w)})
