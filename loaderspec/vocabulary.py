@@ -148,6 +148,10 @@ class PropertyName(enum.Enum):
     NO_ORPHAN_WORKERS = "NoOrphanWorkers"
     FAIL_STOP_AFTER_FATAL_ERROR = "FailStopAfterFatalError"
     PROMPT_FAULT_HANDLING = "PromptFaultHandling"
+    NO_DISPATCH_AFTER_END = "NoDispatchAfterEnd"
+    NO_FETCH_AFTER_DONE = "NoFetchAfterDone"
+    SHUTDOWN_ORDER = "ShutdownOrder"
+    FATAL_ERROR_SHUTS_DOWN = "FatalErrorShutsDown"
     # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
     RESUME_EQUIVALENCE = "ResumeEquivalence"
     CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
@@ -170,6 +174,9 @@ class Property:
     check: Check
     claim: str  # one sentence: what a correct loader guarantees
     module: str | None = "DataLoader"  # the spec module (spec/<module>.tla); None: no formula
+    # Spec-only: why no conformance case grades it yet (TLC checks it on the models, and every
+    # broken variant of the manifest that breaks it); empty: the suite has its file of cases.
+    spec_only: str = ""
 
     @property
     def name(self) -> str:
@@ -288,6 +295,38 @@ PROPERTIES: tuple[Property, ...] = (
         Check.MEASURED,
         "Worker death is reported, shutdown completes and orphans exit within 0.5 s"
         " (torch's 5 s status-check interval is allowed, as NON-STRICT).",
+    ),
+    Property(
+        P.NO_DISPATCH_AFTER_END,
+        Level.MUST,
+        Check.INVARIANT,
+        "Nothing is sent to a worker for an epoch that has ended (StopIteration or a break):"
+        " no prefetch outlives its epoch.",
+        spec_only="the suite's records do not yet tie a dispatch to the epoch's end",
+    ),
+    Property(
+        P.NO_FETCH_AFTER_DONE,
+        Level.SHOULD,
+        Check.INVARIANT,
+        "After workers_done_event is set, no worker takes a new index to fetch: it only waits"
+        " for its sentinel.",
+        spec_only="the suite does not yet read the done event's time off the worker records",
+    ),
+    Property(
+        P.SHUTDOWN_ORDER,
+        Level.SHOULD,
+        Check.INVARIANT,
+        "Shutdown runs in the NOTE's order: the pin thread joined only once it has ended, and"
+        " before the workers are told; the workers' done event before any sentinel.",
+        spec_only="the suite does not yet grade the order of the shutdown records",
+    ),
+    Property(
+        P.FATAL_ERROR_SHUTS_DOWN,
+        Level.SHOULD,
+        Check.INVARIANT,
+        "Once next() has raised a fatal error, the iterator has started its shutdown: its"
+        " workers do not live on until the iterator is dropped.",
+        spec_only="the fail-stop cases grade what next() raises, not when the workers go",
     ),
 )
 

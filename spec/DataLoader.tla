@@ -97,6 +97,9 @@ MaxTasks == PrefetchFactor * NumWorkers   \* torch: max_tasks in _try_put_index
 NoIdx == -1
 Epochs == 0 .. NumEpochs - 1
 Failures == {"none", "death", "timeout", "recv", "pin"}
+\* The steps of the NOTE's shutdown whose order shutdown_log records: (b) the pin thread gone (it
+\* exited, or died), joined; (c) the workers told (workers_done_event), a sentinel put.
+ShutdownSteps == {"pin exited", "pin joined", "workers told", "sentinel"}
 
 (* Messages. Every message carries the epoch it was sent in: a ghost tag  *)
 (* for NoStaleEpochDelivery (torch's messages do not carry it).            *)
@@ -141,7 +144,10 @@ VARIABLES
     exhausted_at,      \* this epoch: worker -> idx of its exhausted fetch, or NoIdx
     epoch_over,        \* this epoch raised StopIteration or was broken off
     failure,           \* the fatal error this iterator raised: "none" | "death" | ...
-    pin_after_done     \* the pin thread read a worker's channel after workers_done_event
+    pin_after_done,    \* the pin thread read a worker's channel after workers_done_event
+    fetch_after_done,  \* a worker took a new index to fetch after workers_done_event was set
+    sent_after_end,    \* a task was sent after its epoch had ended (StopIteration or a break)
+    shutdown_log       \* the NOTE's shutdown steps, each where it first happened
 
 main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
@@ -149,7 +155,9 @@ main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
 queue_vars == <<index_queues, worker_result_queue, data_queue, workers_done_event,
                 pin_memory_thread_done_event>>
 actor_vars == <<worker_state, worker_msg, iteration_end, pin_state, pin_msg>>
-history_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done>>
+past_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done>>
+note_vars == <<fetch_after_done, sent_after_end, shutdown_log>>
+history_vars == <<past_vars, note_vars>>
 vars == <<main_vars, queue_vars, actor_vars, history_vars>>
 
 DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, worker : Workers, after_end : BOOLEAN,
@@ -189,6 +197,9 @@ TypeOK ==
     /\ epoch_over \in BOOLEAN
     /\ failure \in Failures
     /\ pin_after_done \in BOOLEAN
+    /\ fetch_after_done \in BOOLEAN
+    /\ sent_after_end \in BOOLEAN
+    /\ shutdown_log \in Seq(ShutdownSteps)
 
 Init ==
     /\ send_idx = 0
@@ -221,6 +232,9 @@ Init ==
     /\ epoch_over = FALSE
     /\ failure = "none"
     /\ pin_after_done = FALSE
+    /\ fetch_after_done = FALSE
+    /\ sent_after_end = FALSE
+    /\ shutdown_log = << >>
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -258,6 +272,11 @@ Msgs(q) == {q[k] : k \in DOMAIN q}
 InFlight == UNION {Msgs(worker_result_queue[w]) : w \in Workers} \cup Msgs(data_queue)
             \cup {pin_msg}
 
+\* History: the shutdown step `step` happened (only its first occurrence is kept).
+NoteShutdownStep(step) ==
+    shutdown_log' = IF \E k \in DOMAIN shutdown_log : shutdown_log[k] = step
+                    THEN shutdown_log ELSE Append(shutdown_log, step)
+
 \* torch's _reset: the per-epoch fields of the main process and the history of one epoch.
 ResetEpoch ==
     /\ send_idx' = 0
@@ -283,6 +302,8 @@ PrefetchRoom == Cardinality(DOMAIN task_info) < MaxTasks
 MayHandOut(i) == InOrder => i = rcvd_idx
 \* Whether a buffered result is handed out only while the iterator runs.
 HandOutGuard == Iterating
+\* Whether a task may be sent: only while the epoch runs (no prefetch for an ended epoch).
+MayDispatch == Iterating
 \* Handing out task i removes it (no second hand-out).
 AfterHandOut(i) == Drop(task_info, i)
 \* rcvd_idx may step over slot i: delivered already, or its worker was retired with no result.
@@ -327,9 +348,18 @@ OnTimeout ==
 OnPutError(w) ==
     /\ worker_msg' = [worker_msg EXCEPT ![w].kind = "error"]
     /\ UNCHANGED worker_state
-\* Shutdown order from the NOTE: the pin thread first, then the workers.
+\* Shutdown order from the NOTE: the pin thread first, then the workers; the done event
+\* before the sentinels ("set these done_events and then [send] the corresponding ... a None").
 PinShutdownMayStart == TRUE
 WorkersShutdownMayStart == ~PinMemory \/ pin_state = "joined"
+SentinelMayGo == workers_done_event
+\* The sentinel is put into the worker's index queue (so it can exit on its own).
+SendsSentinel == TRUE
+\* pin_memory_thread.join() returns once the thread has ended (told to, or dead).
+PinJoinReturns == pin_state \in {"exited", "dead"}
+\* A worker drops the index it got instead of fetching it: the done event is set ("If set,
+\* continue to next iteration"), or its shard has ended.
+SkipsTask(w) == workers_done_event \/ iteration_end[w]
 \* The bounded join is followed by terminate() for stragglers.
 TerminatesStragglers == TRUE
 \* States from which a worker notices that its parent died (correct: any, e.g. PDEATHSIG).
@@ -356,7 +386,7 @@ MainCallNext ==
        THEN /\ ResetEpoch  \* a new epoch nobody asked for: no iter(), no resume
             /\ iter_state' = "running"
             /\ UNCHANGED <<epoch, shutdown, resume_iteration_cnt, sentinel_sent, parent_alive>>
-            /\ UNCHANGED <<epoch_over, failure, pin_after_done>>
+            /\ UNCHANGED <<epoch_over, failure, pin_after_done, note_vars>>
        ELSE UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                         workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
                         resume_iteration_cnt, sentinel_sent, parent_alive, history_vars>>
@@ -376,7 +406,7 @@ NextWorker == (worker_queue_idx + CHOOSE k \in Candidates : \A j \in Candidates 
 \* torch calls _try_put_index in _reset's priming loop, after each hand-out and after an
 \* exhaustion; here it may happen whenever the window has room (in or between calls).
 MainTryPutIndex ==
-    /\ Iterating
+    /\ MayDispatch
     /\ SamplerHasNext
     /\ PrefetchRoom
     /\ Candidates # {}
@@ -393,7 +423,9 @@ MainTryPutIndex ==
                    resume_iteration_cnt, sentinel_sent, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure, pin_after_done>>
+    /\ sent_after_end' = (sent_after_end \/ epoch_over)
+    /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure, pin_after_done,
+                   fetch_after_done, shutdown_log>>
 
 \* Receive one message: store it in its task's slot (handed out by MainProcessData, or retired
 \* by MainMarkWorkerUnavailable). A message matching no outstanding task (a resume ack, or a
@@ -432,7 +464,7 @@ MainProcessData(i) ==
     /\ UNCHANGED <<send_idx, tasks_outstanding, workers_status, worker_queue_idx, epoch,
                    shutdown, iter_state, resume_iteration_cnt, sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at, epoch_over, failure,
-                   pin_after_done>>
+                   pin_after_done, note_vars>>
 
 \* Step rcvd_idx over a slot with nothing to hand out: handed out already (in_order=False) or
 \* owned by a retired (exhausted) worker that will send nothing for it.
@@ -486,7 +518,7 @@ MainStopIteration ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
-                   pin_after_done>>
+                   pin_after_done, note_vars>>
 
 \* The iterator depends on worker w and w died (not by our own terminate at shutdown).
 DependsOnDead(w) ==
@@ -507,7 +539,8 @@ MainDetectWorkerFailure(w) ==
     /\ UNCHANGED <<send_idx, rcvd_idx, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<data_queue, workers_done_event, pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done>>
+    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done,
+                   note_vars>>
 
 \* Waiting on the pin thread's queue, the main process finds the thread dead (torch: "Pin memory
 \* thread exited unexpectedly"): raise, fail-stop.
@@ -525,7 +558,7 @@ MainDetectPinFailure ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done>>
+                   pin_after_done, note_vars>>
 
 \* next() waits in _get_data: in order, for rcvd_idx's result (its slot outstanding at an active
 \* worker, whatever later results are buffered); with in_order=False, for any result while none
@@ -555,7 +588,7 @@ MainTimeout ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done>>
+                   pin_after_done, note_vars>>
 
 \* Persistent workers, a new iter(loader) after StopIteration or a break: _reset sends
 \* _ResumeIteration to every worker and waits, inside iter(), for as many acks.
@@ -573,7 +606,7 @@ MainResumeIteration ==
     /\ iter_state' = IF ResumeAcksAwaited = 0 THEN "running" ELSE "resuming"
     /\ in_call' = (ResumeAcksAwaited > 0)
     /\ epoch_over' = FALSE
-    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure, pin_after_done>>
+    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure, pin_after_done, note_vars>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
     /\ UNCHANGED actor_vars
@@ -598,10 +631,11 @@ MainDrainResume ==
     /\ UNCHANGED <<actor_vars, history_vars>>
 
 \* The user breaks off between calls (break, del it, an exception in the loop body) or drops
-\* the loader. Persistent workers survive a break mid-epoch; everything else starts the shutdown.
+\* the loader. Persistent workers survive a break mid-epoch; everything else starts the shutdown
+\* (a failed iterator has started it already, unless a broken loader raised without it).
 MainDropIterator ==
     /\ parent_alive /\ ~shutdown /\ ~in_call
-    /\ iter_state \in {"running", "stopped", "dropped"}
+    /\ iter_state \in {"running", "stopped", "dropped", "failed"}
     /\ IF Persistent /\ iter_state = "running"
        THEN /\ iter_state' = "dropped"
             /\ UNCHANGED shutdown
@@ -612,7 +646,7 @@ MainDropIterator ==
                    workers_num_tasks, worker_queue_idx, epoch, in_call, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
-                   pin_after_done>>
+                   pin_after_done, note_vars>>
 
 -----------------------------------------------------------------------------
 (* The main process: shutdown, in the NOTE's order (torch: _shutdown_workers) *)
@@ -628,30 +662,37 @@ MainSetPinDone ==
 \* The pin thread has ended (told to, or dead): join returns.
 MainJoinPinThread ==
     /\ parent_alive /\ pin_memory_thread_done_event
-    /\ pin_state \in {"exited", "dead"}
+    /\ PinJoinReturns
     /\ pin_state' = "joined"
+    /\ NoteShutdownStep("pin joined")
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end, pin_msg,
-                   history_vars>>
+                   past_vars, fetch_after_done, sent_after_end>>
 
 MainSetWorkersDone ==
     /\ parent_alive /\ shutdown
     /\ ~workers_done_event
     /\ WorkersShutdownMayStart
     /\ workers_done_event' = TRUE
+    /\ NoteShutdownStep("workers told")
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
-                   pin_memory_thread_done_event, actor_vars, history_vars>>
+                   pin_memory_thread_done_event, actor_vars, past_vars, fetch_after_done,
+                   sent_after_end>>
 
 MainPutSentinel(w) ==
-    /\ parent_alive /\ workers_done_event
+    /\ parent_alive /\ SentinelMayGo
     /\ ~sentinel_sent[w]
     /\ index_queues' = [index_queues EXCEPT ![w] =
-                          Append(@, [kind |-> "sentinel", idx |-> NoIdx, epoch |-> epoch])]
+                          IF SendsSentinel
+                          THEN Append(@, [kind |-> "sentinel", idx |-> NoIdx, epoch |-> epoch])
+                          ELSE @]
     /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
+    /\ NoteShutdownStep("sentinel")
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
                    resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
-                   pin_memory_thread_done_event, actor_vars, history_vars>>
+                   pin_memory_thread_done_event, actor_vars, past_vars, fetch_after_done,
+                   sent_after_end>>
 
 AllSentinelsSent == \A v \in Workers : sentinel_sent[v]
 
@@ -680,7 +721,9 @@ PopIndex(w) == index_queues' = [index_queues EXCEPT ![w] = Tail(@)]
 Fetchable(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "task")
-    /\ ~workers_done_event /\ ~iteration_end[w]
+    /\ ~SkipsTask(w)
+\* History: a worker took a new index to fetch although workers_done_event was set.
+NoteFetch(w) == fetch_after_done' = (fetch_after_done \/ workers_done_event)
 
 \* Run the fetcher on the next task: data, or (IterableDataset) the end of w's shard.
 WorkerFetch(w) ==
@@ -699,7 +742,8 @@ WorkerFetch(w) ==
     /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned,
-                   epoch_over, failure, pin_after_done>>
+                   epoch_over, failure, pin_after_done, sent_after_end, shutdown_log>>
+    /\ NoteFetch(w)
 
 \* Put the result on w's channel; with the channel full, w waits (blocked in the pipe write).
 WorkerPut(w) ==
@@ -729,7 +773,7 @@ WorkerAckResume(w) ==
 WorkerSkipIndex(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "task")
-    /\ workers_done_event \/ iteration_end[w]
+    /\ SkipsTask(w)
     /\ PopIndex(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, actor_vars, history_vars>>
@@ -767,7 +811,7 @@ PinGetResult ==
     /\ pin_after_done' = (pin_after_done \/ workers_done_event)
     /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
-                   delivered, assigned, exhausted_at, epoch_over, failure>>
+                   delivered, assigned, exhausted_at, epoch_over, failure, note_vars>>
 
 PinPutData ==
     /\ parent_alive
@@ -788,8 +832,9 @@ PinExit ==
     /\ pin_memory_thread_done_event
     /\ pin_state' = "exited"
     /\ pin_msg' = NoMsg
+    /\ NoteShutdownStep("pin exited")
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end,
-                   history_vars>>
+                   past_vars, fetch_after_done, sent_after_end>>
 
 -----------------------------------------------------------------------------
 (* Faults, each switched by its constant *)
@@ -819,9 +864,10 @@ FaultHangWorker(w) ==
     /\ Fetchable(w)
     /\ PopIndex(w)
     /\ worker_state' = [worker_state EXCEPT ![w] = "hung"]
+    /\ NoteFetch(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_msg, iteration_end, pin_state,
-                   pin_msg, history_vars>>
+                   pin_msg, past_vars, sent_after_end, shutdown_log>>
 
 \* w's fetch raises: the worker wraps it (ExceptionWrapper) and goes on.
 FaultFetchError(w) ==
@@ -832,9 +878,10 @@ FaultFetchError(w) ==
         worker_msg' = [worker_msg EXCEPT ![w] =
                          [kind |-> "error", idx |-> t.idx, worker |-> w, epoch |-> t.epoch]]
     /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
+    /\ NoteFetch(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
-                   history_vars>>
+                   past_vars, sent_after_end, shutdown_log>>
 
 \* w's fetched batch cannot be sent (it does not pickle; torch's feeder thread dies on it,
 \* pytorch#142884): what the worker does instead is OnPutError.
@@ -860,7 +907,8 @@ FaultRecvError(w) ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<index_queues, data_queue, workers_done_event, pin_memory_thread_done_event,
-                   actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done>>
+                   actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done,
+                   note_vars>>
 
 \* The pin thread's read of w's channel raises and the exception escapes its loop (torch F4: a
 \* shared-memory rebuild error): the message is lost, the thread is dead.
@@ -872,9 +920,10 @@ FaultPinDeath(w) ==
     /\ worker_result_queue[w] # << >>
     /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
     /\ pin_state' = "dead"
+    /\ NoteShutdownStep("pin exited")
     /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
-                   pin_msg, history_vars>>
+                   pin_msg, past_vars, fetch_after_done, sent_after_end>>
 
 -----------------------------------------------------------------------------
 (* The end of a run, and the specification *)
@@ -912,7 +961,16 @@ Next == Progress \/ Terminated
 
 (* Fairness: every step of the loader's own code that stays possible is eventually taken.     *)
 (* The user's choices (MainCallNext, MainDropIterator, MainResumeIteration) and the faults are *)
-(* not fair: a user may stop calling next() at any point.                                      *)
+(* not fair: a user may stop calling next() at any point. The bounded join may time out on any *)
+(* worker (MainTerminateWorker is enabled for every live one: a loaded machine), but it is     *)
+(* fair only for a stuck worker: one that cannot get to its sentinel by itself, hung in a fetch *)
+(* or blocked writing to a channel nobody reads any more. A worker that can exit must be able  *)
+(* to: ShutdownCompletes does not follow from killing it.                                      *)
+Stuck(w) ==
+    \/ worker_state[w] = "hung"
+    \/ worker_state[w] = "busy" /\ ~HasRoom(w)
+    \/ worker_state[w] = "idle" /\ HeadIs(w, "resume") /\ ~HasRoom(w)
+
 Fairness ==
     /\ WF_vars(MainTryPutIndex) /\ WF_vars(MainGetData)
     /\ WF_vars(\E i \in 0 .. NumTasks - 1 : MainProcessData(i))
@@ -922,7 +980,7 @@ Fairness ==
     /\ WF_vars(MainDetectPinFailure)
     /\ WF_vars(MainSetPinDone) /\ WF_vars(MainJoinPinThread) /\ WF_vars(MainSetWorkersDone)
     /\ \A w \in Workers : WF_vars(MainPutSentinel(w)) /\ WF_vars(MainJoinWorker(w))
-    /\ \A w \in Workers : WF_vars(MainTerminateWorker(w))
+    /\ \A w \in Workers : WF_vars(MainTerminateWorker(w) /\ Stuck(w))
     /\ \A w \in Workers : WF_vars(WorkerNext(w))
     /\ WF_vars(PinGetResult) /\ WF_vars(PinPutData) /\ WF_vars(PinExit)
 
@@ -973,6 +1031,9 @@ TaskOnItsWay(i) ==
 AckOnItsWay(w) ==
     \/ QueuedFor(w, "resume", NoIdx)
     \/ \E m \in InFlight : m.kind = "resume" /\ m.worker = w /\ m.epoch = epoch
+\* The main process awaits a message for task i: its result, or (the task at which the worker's
+\* shard ended) its end-of-shard message; not one the worker dropped after its shard ended.
+Awaited(i) == ~Retired(i) \/ i = exhausted_at[task_info[i].worker]
 \* Nothing the epoch waits for is lost on its way unless whoever held it died (a worker, or
 \* the pin thread: a death that is raised): a lost task, result, end-of-shard message or
 \* resume acknowledgement is a violation here, whatever a timeout would later make of the wait.
@@ -980,7 +1041,7 @@ NothingLostOnTheWay ==
     (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
         /\ iter_state = "running" =>
               \A i \in DOMAIN task_info :
-                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ ~Retired(i))
+                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ Awaited(i))
                       => TaskOnItsWay(i)
         /\ iter_state = "resuming" =>
               resume_iteration_cnt <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWay(w)})
@@ -1025,6 +1086,34 @@ PinThreadExitsFirst == ~pin_after_done
 FailStopAfterFatalError ==
     /\ \A k \in DOMAIN delivered : ~delivered[k].after_failure
     /\ iter_state = "stopped" => failure = "none"
+
+\* Beside NoDeliveryAfterShutdown (which the guards of the hand-out keep): nothing is sent for an
+\* epoch that has ended (StopIteration or a break), by any path: a prefetch left running after a
+\* break breaks it.
+NoDispatchAfterEnd == ~sent_after_end
+
+\* SHOULD: "workers_done_event ... After it is set, they will not send processed data to queues
+\* anymore, and only wait for the final None before exiting" - "it allows us to skip wasting
+\* resources processing indices already in index_queue": no worker takes a new index to fetch
+\* after the done event (a fetch under way may finish and be put).
+NoFetchAfterDone == ~fetch_after_done
+
+\* SHOULD: the NOTE's order of _shutdown_workers, read off the steps as they happened: the pin
+\* thread's join returns only once the thread has ended (b.iii); with a pin thread, the workers
+\* are told only after it was joined ((c) after (b)); and the done event is set before any
+\* sentinel is put ("set these done_events and then [send] a None", c.i before c.ii).
+StepAt(step) == CHOOSE k \in DOMAIN shutdown_log : shutdown_log[k] = step
+StepHappened(step) == \E k \in DOMAIN shutdown_log : shutdown_log[k] = step
+StepBefore(a, b) == StepHappened(b) => StepHappened(a) /\ StepAt(a) < StepAt(b)
+ShutdownOrder ==
+    /\ StepBefore("pin exited", "pin joined")
+    /\ PinMemory => StepBefore("pin joined", "workers told")
+    /\ StepBefore("workers told", "sentinel")
+
+\* SHOULD, beside FailStopAfterFatalError (which the fail-stop hooks keep): once next() raised a
+\* fatal error, the iterator has started its shutdown (and ShutdownCompletes ends it): a loader
+\* that raises and leaves its workers running until the iterator is dropped breaks it (B4).
+FatalErrorShutsDown == failure # "none" => shutdown
 
 \* TLC's deadlock check (Kind.DEADLOCK): Terminated is the only step of an ended run, so a
 \* state without successors is one that is stuck before its end. As a formula:

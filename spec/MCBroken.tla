@@ -107,6 +107,13 @@ ResendOnWorkerFailure(w) ==
 \* before issue 23 took for an answer.
 LossyPinOutput == IF pin_msg.kind = "data" THEN data_queue ELSE Append(data_queue, pin_msg)
 
+\* NoSilentLoss: the pin thread drops an IterableDataset's end-of-shard message (it pins only
+\* batches and lets the rest fall through): next() waits for the end of that worker's shard, until
+\* the timeout (the spec before issue 23's second round counted the task as retired by the
+\* exhaustion already and accepted it: 374 distinct states, no violation).
+LossyEndPinOutput ==
+    IF pin_msg.kind = "exhausted" THEN data_queue ELSE Append(data_queue, pin_msg)
+
 \* NoSilentLoss: a persistent worker restarts on _ResumeIteration but its acknowledgement never
 \* reaches the main process: iter() waits for it, for ever or until the timeout.
 BrokenSendsResumeAck == FALSE
@@ -157,6 +164,40 @@ BrokenSkippable(i) == i \notin DOMAIN task_info
 
 \* NoOrphanWorkers: torch's ManagerWatchdog, checked only between tasks (idle in the loop).
 TorchWatchdogStates == {"idle"}
+\* --- issue 23: the NOTE's shutdown, and history beside the guard regression tests ---
+
+\* NoFetchAfterDone (SHOULD only): the worker checks workers_done_event only when its get times
+\* out, not on each index it gets, so the indices queued ahead of its sentinel are fetched
+\* (and put) after the done event: the work the event exists to skip.
+IgnoresDoneSkipsTask(w) == iteration_end[w]
+
+\* ShutdownOrder (SHOULD only): the sentinels are put before workers_done_event is set (c.ii
+\* before c.i); a worker may take its None and exit, or fetch what is queued, before it is told.
+SentinelBeforeDoneMayGo == shutdown /\ WorkersShutdownMayStart
+
+\* ShutdownOrder (SHOULD only): pin_memory_thread.join(timeout) returns and is_alive() is not
+\* checked: the main process goes on as if the thread had ended. (The model follows the thread no
+\* further; PinThreadExitsFirst, which reads what the thread did, cannot see this, ShutdownOrder
+\* reads that the join returned before the thread ended.)
+PinJoinTimesOutReturns == pin_state \in {"running", "holding", "exited", "dead"}
+
+\* ShutdownCompletes: the done event is set but no sentinel is put; the loader relies on the
+\* bounded join's terminate() for every worker (an idle worker loops on its empty queue until
+\* killed). The spec before issue 23 made every terminate fair and accepted it.
+NoSentinelSends == FALSE
+
+\* NoDispatchAfterEnd: a prefetch left running after a break: a persistent loader's iterator,
+\* broken off mid-epoch, keeps sending the rest of its epoch to the workers.
+PrefetchAfterBreakMayDispatch ==
+    parent_alive /\ ~shutdown /\ iter_state \in {"running", "dropped"}
+
+\* FatalErrorShutsDown (SHOULD only): next() raises "timed out" and the iterator is failed (every
+\* later next() raises it again), but its workers are left running until the iterator is
+\* dropped (B4: "with timeout>0 the loader raises but leaves the stuck workers alive").
+RaiseKeepWorkersOnTimeout ==
+    /\ iter_state' = "failed"
+    /\ UNCHANGED shutdown
+
 \* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
 \* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
 \* up to one step past the correct model's bounds, which is where their violation shows.
@@ -176,6 +217,10 @@ ViolationMonitor ==
     /\ ~NoStaleEpochDelivery => PrintT(<<"VIOLATES", "NoStaleEpochDelivery">>)
     /\ ~PinThreadExitsFirst => PrintT(<<"VIOLATES", "PinThreadExitsFirst">>)
     /\ ~FailStopAfterFatalError => PrintT(<<"VIOLATES", "FailStopAfterFatalError">>)
+    /\ ~NoDispatchAfterEnd => PrintT(<<"VIOLATES", "NoDispatchAfterEnd">>)
+    /\ ~NoFetchAfterDone => PrintT(<<"VIOLATES", "NoFetchAfterDone">>)
+    /\ ~ShutdownOrder => PrintT(<<"VIOLATES", "ShutdownOrder">>)
+    /\ ~FatalErrorShutsDown => PrintT(<<"VIOLATES", "FatalErrorShutsDown">>)
 
 -----------------------------------------------------------------------------
 (* Reachability witnesses, not broken loaders: tests/spec checks each as an invariant and    *)

@@ -49,8 +49,27 @@ def test_levels_grade_torch_weaker_behaviour_as_should():
         PropertyName.FAIL_STOP_AFTER_FATAL_ERROR,  # NOTE 2.a: resuming after a death is allowed
         PropertyName.PIN_THREAD_EXITS_FIRST,  # the NOTE: the other order is "slow", not wrong
         PropertyName.PROMPT_FAULT_HANDLING,
+        # issue 23, the NOTE's shutdown: "isn't strictly needed ... allows us to skip wasting
+        # resources", the other order is "slow"; and fail-stop's shutdown, beside its SHOULD
+        PropertyName.NO_FETCH_AFTER_DONE,
+        PropertyName.SHUTDOWN_ORDER,
+        PropertyName.FATAL_ERROR_SHUTS_DOWN,
     }
     assert property_named("PromptFaultHandling").check is Check.MEASURED
+
+
+def test_a_spec_only_property_says_why_and_is_checked_by_tlc():
+    # Spec-only: no conformance case grades it (yet); TLC does, on every model and variant.
+    spec_only = [p for p in ALL_PROPERTIES if p.spec_only]
+    assert {p.prop for p in spec_only} == {
+        PropertyName.NO_DISPATCH_AFTER_END,
+        PropertyName.NO_FETCH_AFTER_DONE,
+        PropertyName.SHUTDOWN_ORDER,
+        PropertyName.FATAL_ERROR_SHUTS_DOWN,
+    }
+    for prop in spec_only:
+        assert prop.modelled, prop.name
+        assert prop.module == "DataLoader", prop.name
 
 
 def test_a_property_is_found_by_name_or_by_member():

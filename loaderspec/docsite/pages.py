@@ -235,7 +235,10 @@ def properties(up: str) -> str:
             f"- broken variants: {variants or 'none'}",
             "- actions that can break it: " + ", ".join(f"[{a}](#{a})" for a in breakers),
             "- cases: "
-            + (", ".join(case_link(f, c, up) for f, c in cases.get(prop.name, [])) or "none"),
+            + (
+                ", ".join(case_link(f, c, up) for f, c in cases.get(prop.name, []))
+                or (f"none, spec-only: {prop.spec_only}" if prop.spec_only else "none")
+            ),
         ]
         out.append("\n".join(lines))
     return "\n\n".join(out) + "\n"

@@ -12,13 +12,15 @@ from loaderspec.conformance import catalog
 from loaderspec.vocabulary import ALL_PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
+# A spec-only property (Property.spec_only says why) has no case file yet: TLC checks it.
+GRADED = [p.name for p in ALL_PROPERTIES if not p.spec_only]
 
 
 def _snake(name: str) -> str:
     return re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
 
 
-@pytest.mark.parametrize("prop", [p.name for p in ALL_PROPERTIES])
+@pytest.mark.parametrize("prop", GRADED)
 def test_every_property_has_its_file_of_cases(prop: str) -> None:
     path = ROOT / "conformance" / "cases" / f"test_{_snake(prop)}.py"
     assert path.exists(), f"no case file for {prop}: expected {path.name}"
@@ -49,7 +51,7 @@ def test_docs_case_table_is_current() -> None:
     )
 
 
-@pytest.mark.parametrize("prop", [p.name for p in ALL_PROPERTIES])
+@pytest.mark.parametrize("prop", GRADED)
 def test_every_property_is_checked_by_two_scenarios(prop: str) -> None:
     """A small change of scenario must not let a violation through: two cases at least check
     each property (each is shown failing on a broken loader: test_conformance_broken.py)."""
