@@ -281,8 +281,9 @@ GROUPS = 5
 
 # Correct loaders of other designs (tests/conformance/correct): the FAILs each may get, as
 # (case file or file::function, the start of the failure): a real limit of its design, named in
-# docs/conformance.md ("Limits of multiprocessing.Pool"). Pool: a worker SIGKILLed while it holds
-# one of the pool's queue locks leaves a pool that cannot be shut down.
+# docs/conformance.md ("Limits of multiprocessing.Pool"). Pool: a worker SIGKILLed while it writes
+# a result may leave a torn message that blocks the pool's result thread for good, and then a
+# pool that cannot be shut down (racy; the queue locks a killed worker holds are released).
 POOL_KILLS = [
     WD,
     C + "test_fail_stop_after_fatal_error.py",

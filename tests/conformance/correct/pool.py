@@ -15,6 +15,11 @@ multiprocessing.Pool"):
   worker when the parent is gone, whatever the worker is doing.
 * An initializer that raises kills its worker, and the pool starts another for ever: the user's
   `worker_init_fn` error is kept and answered to the worker's tasks instead.
+* A worker SIGKILLed while it waits for a task dies holding the task queue's read lock (one
+  killed while writing, the result queue's write lock), and `terminate()` then blocks on it
+  for ever: still running after `STUCK_S`, it is unstuck (`Pool._unstick`). A result torn by
+  a killed writer still blocks the pool's result thread for good: shutdown leaves the pool
+  behind after `TERMINATE_S` (a limit of Pool).
 * The pool unpickles results in its result thread, where an exception kills the pool: workers
   send exceptions as text (`Failure`).
 * `terminate()` SIGTERMs busy workers, and torch's `default_collate` puts a worker's batch in a
@@ -27,11 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import queue
 import random
 import select
+import signal
 import threading
 import time
 from functools import partial
@@ -47,6 +54,7 @@ from correct._protocol import Loader as _Base
 __all__ = ["Loader", "Pool"]
 
 TERMINATE_S = 5.0  # how long shutdown waits for Pool.terminate()
+STUCK_S = 0.3  # terminate() still running after this long is blocked on a dead worker's lock
 START_S = 15.0  # how long a new pool waits for its workers to start
 MSG_NO_ITERABLE = (
     "multiprocessing.Pool cannot send a task to a given worker, so an IterableDataset's "
@@ -160,13 +168,46 @@ class Pool:
     def close(self) -> None:
         # terminate() SIGTERMs every worker, then joins them and the pool's threads. It blocks
         # for ever on a lock that a killed worker died holding (the task queue's, taken by an
-        # idle worker; the result queue's, by one writing): bounded here, it leaves the pool
-        # behind instead of hanging the user (a limit of Pool, docs/conformance.md).
+        # idle worker; the result queue's, by one writing): run in a thread of its own, and
+        # unstuck once every worker is dead. Bounded: a result torn by a killed writer blocks
+        # the pool's result thread for good, and then the pool is left behind instead of
+        # hanging the user (a limit of Pool, docs/conformance.md).
         closer = threading.Thread(target=self.pool.terminate, name="pool-terminate", daemon=True)
         closer.start()
+        closer.join(STUCK_S)
+        if closer.is_alive():
+            self._unstick(closer)
         closer.join(TERMINATE_S)
         self.announced.close()
         self.ids.close()
+
+    def _unstick(self, closer: threading.Thread) -> None:
+        """terminate() is blocked: SIGKILL every worker of the pool (terminate() has stopped
+        the pool replacing them) and wait for their exits, bounded; then a queue lock still
+        held can only be held by a dead worker, or by terminate() itself, which took the task
+        queue's for good: release one at a time, the task queue's first (its order in
+        terminate()), until terminate() goes on."""
+        workers = list(self.pool._pool)  # type: ignore[attr-defined]  # no public list of them
+        for p in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGKILL)
+        deadline = time.monotonic() + STUCK_S
+        sentinels = [p.sentinel for p in workers]
+        while sentinels and time.monotonic() < deadline:
+            exited = multiprocessing.connection.wait(sentinels, deadline - time.monotonic())
+            sentinels = [s for s in sentinels if s not in exited]
+        if sentinels:
+            return  # a worker still alive may hold a lock rightly: leave the pool behind
+        queues = (self.pool._inqueue._rlock, self.pool._outqueue._wlock)  # type: ignore[attr-defined]  # Pool's own locks
+        for lock in queues:
+            if not closer.is_alive():
+                return
+            if lock.acquire(block=False):
+                lock.release()  # free: not what terminate() waits for
+            else:
+                with contextlib.suppress(ValueError):
+                    lock.release()
+            closer.join(STUCK_S)
 
 
 class Loader(_Base):
