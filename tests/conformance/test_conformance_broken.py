@@ -277,6 +277,9 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
 }
 
 RUN_TIMEOUT_S = 420.0
+# A test that waits on the runs may wait as long as the longest of them (the reference's sandbox:
+# 500 s and a 60 s deadline): pytest-timeout's 300 s ended the first one at load 20-24.
+RUNS_WAIT_S = 600
 GROUPS = 5
 
 # Correct loaders of other designs (tests/conformance/correct): the FAILs each may get, as
@@ -537,6 +540,7 @@ def test_every_broken_loader_module_is_used() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUNS_WAIT_S)
 @pytest.mark.parametrize("name", list(BROKEN))
 def test_broken_loader_fails_its_cases(runs: dict[str, Any], name: str) -> None:
     expected, selectors = BROKEN[name]
@@ -568,6 +572,7 @@ def test_plan_gives_each_case_one_loader_per_run() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUNS_WAIT_S)
 def test_whole_suite_on_the_reference_passes_and_leaves_nothing(runs: dict[str, Any]) -> None:
     """No FAIL; no process or zombie left (the run's orphans are re-parented to the sandbox
     child, a subreaper, so none can hide under init); no /dev/shm entry named with a pid of the
@@ -612,6 +617,7 @@ def _false_fails(loader: str, results: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUNS_WAIT_S)
 @pytest.mark.parametrize(
     "loader",
     [
@@ -637,6 +643,7 @@ def test_correct_loader_of_another_design_gets_no_false_fail(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUNS_WAIT_S)
 @pytest.mark.parametrize("loader", sorted(NIGHTLY_WHOLE))
 def test_correct_loader_passes_the_quick_selection(runs: dict[str, Any], loader: str) -> None:
     """The quick selection against a correct loader whose whole suite runs nightly: no FAIL but
@@ -650,6 +657,7 @@ def test_correct_loader_passes_the_quick_selection(runs: dict[str, Any], loader:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(RUNS_WAIT_S)
 def test_a_loader_leaking_at_every_shutdown_is_graded_in_minutes(runs: dict[str, Any]) -> None:
     """A loader that leaves a thread and two fds behind at every shutdown: the whole suite ends
     within LEAKY_LIMIT_S (the run is killed past it, and then has no complete report), and the
