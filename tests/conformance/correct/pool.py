@@ -17,9 +17,10 @@ multiprocessing.Pool"):
   `worker_init_fn` error is kept and answered to the worker's tasks instead.
 * A worker SIGKILLed while it waits for a task dies holding the task queue's read lock (one
   killed while writing, the result queue's write lock), and `terminate()` then blocks on it
-  for ever: still running after `STUCK_S`, it is unstuck (`Pool._unstick`). A result torn by
-  a killed writer still blocks the pool's result thread for good: shutdown leaves the pool
-  behind after `TERMINATE_S` (a limit of Pool).
+  for ever: still running after `STUCK_S`, it is unstuck (`Pool._unstick`).
+* A worker killed while writing a result bigger than the pipe leaves a torn message, on which
+  the pool's result thread blocks for good: a result over `INLINE_MAX` goes into a file of the
+  loader's directory, and the pool carries its name (one atomic write).
 * The pool unpickles results in its result thread, where an exception kills the pool: workers
   send exceptions as text (`Failure`).
 * `terminate()` SIGTERMs busy workers, and torch's `default_collate` puts a worker's batch in a
@@ -38,7 +39,9 @@ import pickle
 import queue
 import random
 import select
+import shutil
 import signal
+import tempfile
 import threading
 import time
 from functools import partial
@@ -61,14 +64,21 @@ MSG_NO_ITERABLE = (
     "per-worker shards cannot be read in torch's order"
 )
 
+# A result up to this size goes through the pool's result pipe (with the pool's own envelope
+# it stays under PIPE_BUF, 4096 on Linux: one atomic write); a bigger one goes by file.
+INLINE_MAX = 2048
+
 _worker: Worker | None = None  # the pool worker's state, set by the initializer
+_directory = ""  # the loader's directory, set by the initializer
 
 
-def _watch_parent(parent: int) -> None:
-    """End this worker when the loader's process exits. A pidfd, since under forkserver the
-    loader's process is not this worker's parent."""
+def _watch_parent(parent: int, directory: str) -> None:
+    """End this worker when the loader's process exits, and remove the directory it would have
+    removed. A pidfd, since under forkserver the loader's process is not this worker's
+    parent."""
     with contextlib.suppress(OSError):
         select.select([os.pidfd_open(parent)], [], [])
+    shutil.rmtree(directory, ignore_errors=True)
     os._exit(1)
 
 
@@ -76,11 +86,12 @@ def _private_storage(cls: Any, size: int, *, device: Any = "cpu") -> torch.Untyp
     return torch.UntypedStorage(size, device=device)
 
 
-def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int) -> None:
-    global _worker
+def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int, directory: str) -> None:
+    global _worker, _directory
     # Replacing torch's classmethod in the pool's worker processes (see _private_storage).
     torch.UntypedStorage._new_shared = classmethod(_private_storage)  # type: ignore[method-assign,assignment]
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent, directory), daemon=True).start()
+    _directory = directory
     worker_id = ids.get()  # a worker started in place of a dead one waits here until shutdown
     seed = base_seed + worker_id
     torch.manual_seed(seed)
@@ -91,16 +102,27 @@ def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int) -> Non
     announce.put(os.getpid())  # started: its worker_init_fn has run
 
 
-def _task(epoch: int, task: int, indices: Any) -> bytes:
+def _task(epoch: int, task: int, indices: Any) -> bytes | str:
     """Answer one task, pickled here with the plain pickler: the pool's own pickling would send
     tensors as file descriptors, fetched back from this worker while the pool's result thread
-    unpickles them; were this worker dead by then, the OSError would end that thread."""
+    unpickles them; were this worker dead by then, the OSError would end that thread. A result
+    bigger than `INLINE_MAX` is written to a file whose name is returned: a worker killed while
+    writing a big result into the pool's pipe would leave a torn message there, on which the
+    pool's result thread blocks for good."""
     assert _worker is not None
     result = _worker.handle(epoch, indices)
     try:
-        return pickle.dumps((epoch, task, _worker.id, result))
+        data = pickle.dumps((epoch, task, _worker.id, result))
     except Exception as exc:
-        return pickle.dumps((epoch, task, _worker.id, Failure(exc, _worker.where)))
+        data = pickle.dumps((epoch, task, _worker.id, Failure(exc, _worker.where)))
+    if len(data) <= INLINE_MAX:
+        return data
+    # Written under a temporary name and renamed, so a file named in a result is whole.
+    path = os.path.join(_directory, f"{_worker.id}-{epoch}-{task}")
+    with open(path + ".part", "wb") as f:
+        f.write(data)
+    os.rename(path + ".part", path)
+    return path
 
 
 def _gone(pid: int) -> bool:
@@ -119,7 +141,8 @@ class Pool:
         if isinstance(context, str | None):
             context = multiprocessing.get_context(context)
         ctx = context
-        self.results: queue.Queue = queue.Queue()
+        self.directory = tempfile.mkdtemp(prefix="loaderspec-pool-")
+        self.results: queue.Queue[bytes | str] = queue.Queue()
         self.announced = ctx.SimpleQueue()
         self.pids: set[int] = set()
         # Worker ids 0..n-1, one per worker (a multiprocessing.Value would keep a /dev/shm
@@ -127,7 +150,7 @@ class Pool:
         self.ids = ctx.SimpleQueue()
         for worker_id in range(job.num_workers):
             self.ids.put(worker_id)
-        initargs = (job, base_seed, self.ids, self.announced, os.getpid())
+        initargs = (job, base_seed, self.ids, self.announced, os.getpid(), self.directory)
         self.pool = ctx.Pool(job.num_workers, initializer=_init, initargs=initargs)
         # worker_init_fn runs "on each worker": a pool hands tasks to whichever worker is free,
         # so a worker slow to start might get none and the epoch end before it ran its
@@ -153,9 +176,15 @@ class Pool:
 
     def recv(self, timeout_s: float) -> tuple[int, int, int, Any] | None:
         try:
-            return pickle.loads(self.results.get(timeout=timeout_s))
+            got = self.results.get(timeout=timeout_s)
         except queue.Empty:
             return None
+        if isinstance(got, str):
+            with open(got, "rb") as f:
+                data = f.read()
+            os.unlink(got)
+            got = data
+        return pickle.loads(got)
 
     def dead(self) -> str | None:
         while not self.announced.empty():
@@ -180,6 +209,7 @@ class Pool:
         closer.join(TERMINATE_S)
         self.announced.close()
         self.ids.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
 
     def _unstick(self, closer: threading.Thread) -> None:
         """terminate() is blocked: SIGKILL every worker of the pool (terminate() has stopped
