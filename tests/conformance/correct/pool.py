@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.util
 import os
 import pickle
 import queue
@@ -57,6 +58,7 @@ from correct._protocol import Loader as _Base
 __all__ = ["Loader", "Pool"]
 
 TERMINATE_S = 5.0  # how long shutdown waits for Pool.terminate()
+ORPHAN_WAIT_S = 0.1  # how long an exiting worker waits to learn whether the loader is gone
 STUCK_S = 0.3  # terminate() still running after this long is blocked on a dead worker's lock
 START_S = 15.0  # how long a new pool waits for its workers to start
 MSG_NO_ITERABLE = (
@@ -82,6 +84,22 @@ def _watch_parent(parent: int, directory: str) -> None:
     os._exit(1)
 
 
+def _remove_orphaned(parent: int, directory: str) -> None:
+    """Remove the loader's directory once the loader's process is gone (it removes it itself
+    otherwise)."""
+    try:
+        fd = os.pidfd_open(parent)  # readable once it exited, a zombie not yet reaped too
+    except ProcessLookupError:
+        gone = True
+    else:
+        # The EOF comes when its files are closed, just before it counts as exited: a bounded
+        # wait (a worker told to stop by a live loader waits it out, or terminate()'s SIGTERM).
+        gone = bool(select.select([fd], [], [], ORPHAN_WAIT_S)[0])
+        os.close(fd)
+    if gone:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _private_storage(cls: Any, size: int, *, device: Any = "cpu") -> torch.UntypedStorage:
     return torch.UntypedStorage(size, device=device)
 
@@ -91,6 +109,9 @@ def _init(job: Job, base_seed: int, ids: Any, announce: Any, parent: int, direct
     # Replacing torch's classmethod in the pool's worker processes (see _private_storage).
     torch.UntypedStorage._new_shared = classmethod(_private_storage)  # type: ignore[method-assign,assignment]
     threading.Thread(target=_watch_parent, args=(parent, directory), daemon=True).start()
+    # An idle worker learns of its parent's death first, from the EOF on the task queue, and
+    # exits before its watchdog removes the directory: its exit does it then.
+    multiprocessing.util.Finalize(None, _remove_orphaned, args=(parent, directory), exitpriority=0)
     _directory = directory
     worker_id = ids.get()  # a worker started in place of a dead one waits here until shutdown
     seed = base_seed + worker_id
