@@ -11,6 +11,8 @@ used.
 from __future__ import annotations
 
 import importlib
+import os
+import pickle
 import time
 import traceback
 from collections.abc import Callable
@@ -91,6 +93,22 @@ def worker_info(job: Job, worker_id: int, seed: int, method: str) -> WorkerInfo:
     )
 
 
+# A pickled result up to this size goes through the transport's pipe in one atomic write; a
+# bigger one by file (`Worker.packed`).
+INLINE_MAX = 2048
+
+
+def unpacked(got: bytes | str) -> tuple[int, int, int, Any]:
+    """A result as `Worker.packed` gave it: from its bytes, or from the file it names (then
+    removed)."""
+    if isinstance(got, str):
+        with open(got, "rb") as f:
+            data = f.read()
+        os.unlink(got)
+        got = data
+    return pickle.loads(got)
+
+
 class Worker:
     """One worker's state (its iterable shard, a failed init) and its answer to one task; the
     transport runs it in a thread or a process, after setting the worker's info and seed."""
@@ -122,6 +140,25 @@ class Worker:
             return self._iterable()
         except Exception as exc:
             return Failure(exc, self.where)
+
+    def packed(self, epoch: int, task: int, indices: Any, directory: str) -> bytes | str:
+        """The answer to one task, pickled here with the plain pickler (tensors by value): the
+        bytes, or, over `INLINE_MAX`, the name of a file in `directory` holding them: a worker
+        killed while writing a big result into a pool's pipe would leave a torn message there,
+        on which the pool's result thread blocks for good (`unpacked` reads it back)."""
+        result = self.handle(epoch, indices)
+        try:
+            data = pickle.dumps((epoch, task, self.id, result))
+        except Exception as exc:
+            data = pickle.dumps((epoch, task, self.id, Failure(exc, self.where)))
+        if len(data) <= INLINE_MAX:
+            return data
+        # Written under a temporary name and renamed, so a file named in a result is whole.
+        path = os.path.join(directory, f"{self.id}-{epoch}-{task}")
+        with open(path + ".part", "wb") as f:
+            f.write(data)
+        os.rename(path + ".part", path)
+        return path
 
     def _map(self, indices: Any) -> Any:
         ds = self.job.dataset

@@ -52,7 +52,7 @@ from typing import Any
 import torch
 from torch.utils.data._utils import worker as torch_worker
 
-from correct._protocol import Failure, Job, Transport, Worker, worker_info
+from correct._protocol import Failure, Job, Transport, Worker, unpacked, worker_info
 from correct._protocol import Loader as _Base
 
 __all__ = ["Executors", "Loader"]
@@ -61,7 +61,6 @@ JOIN_S = 0.3  # shutdown waits this long in all for the workers to exit, then SI
 THREADS_S = 5.0  # how long shutdown waits for the executors' threads once the workers are gone
 # A result up to this size goes through the executor's pipe (with the executor's own envelope
 # it stays under PIPE_BUF, 4096 on Linux: one atomic write); a bigger one goes by file.
-INLINE_MAX = 2048
 DONE = "done"
 
 _worker: Worker | None = None  # the worker process's state, set by the initializer
@@ -111,19 +110,7 @@ def _task(epoch: int, task: int, indices: Any) -> bytes | str | None:
     assert _worker is not None
     if os.path.exists(os.path.join(_directory, DONE)):
         return None
-    result = _worker.handle(epoch, indices)
-    try:
-        data = pickle.dumps((epoch, task, _worker.id, result))
-    except Exception as exc:
-        data = pickle.dumps((epoch, task, _worker.id, Failure(exc, _worker.where)))
-    if len(data) <= INLINE_MAX:
-        return data
-    # Written under a temporary name and renamed, so a file named in a result is whole.
-    path = os.path.join(_directory, f"{_worker.id}-{epoch}-{task}")
-    with open(path + ".part", "wb") as f:
-        f.write(data)
-    os.rename(path + ".part", path)
-    return path
+    return _worker.packed(epoch, task, indices, _directory)
 
 
 def _context(context: Any) -> Any:
@@ -185,12 +172,7 @@ class Executors:
             got = self.results.get(timeout=timeout_s)
         except queue.Empty:
             return None
-        if isinstance(got, str):
-            with open(got, "rb") as f:
-                data = f.read()
-            os.unlink(got)
-            got = data
-        return pickle.loads(got)
+        return unpacked(got)
 
     def dead(self) -> str | None:
         for pid, fd in self.pidfds:

@@ -52,7 +52,7 @@ import torch
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils import worker as torch_worker
 
-from correct._protocol import Failure, Job, Transport, Worker, worker_info
+from correct._protocol import Failure, Job, Transport, Worker, unpacked, worker_info
 from correct._protocol import Loader as _Base
 
 __all__ = ["Loader", "Pool"]
@@ -68,7 +68,6 @@ MSG_NO_ITERABLE = (
 
 # A result up to this size goes through the pool's result pipe (with the pool's own envelope
 # it stays under PIPE_BUF, 4096 on Linux: one atomic write); a bigger one goes by file.
-INLINE_MAX = 2048
 
 _worker: Worker | None = None  # the pool worker's state, set by the initializer
 _directory = ""  # the loader's directory, set by the initializer
@@ -131,19 +130,7 @@ def _task(epoch: int, task: int, indices: Any) -> bytes | str:
     writing a big result into the pool's pipe would leave a torn message there, on which the
     pool's result thread blocks for good."""
     assert _worker is not None
-    result = _worker.handle(epoch, indices)
-    try:
-        data = pickle.dumps((epoch, task, _worker.id, result))
-    except Exception as exc:
-        data = pickle.dumps((epoch, task, _worker.id, Failure(exc, _worker.where)))
-    if len(data) <= INLINE_MAX:
-        return data
-    # Written under a temporary name and renamed, so a file named in a result is whole.
-    path = os.path.join(_directory, f"{_worker.id}-{epoch}-{task}")
-    with open(path + ".part", "wb") as f:
-        f.write(data)
-    os.rename(path + ".part", path)
-    return path
+    return _worker.packed(epoch, task, indices, _directory)
 
 
 def _gone(pid: int) -> bool:
@@ -200,12 +187,7 @@ class Pool:
             got = self.results.get(timeout=timeout_s)
         except queue.Empty:
             return None
-        if isinstance(got, str):
-            with open(got, "rb") as f:
-                data = f.read()
-            os.unlink(got)
-            got = data
-        return pickle.loads(got)
+        return unpacked(got)
 
     def dead(self) -> str | None:
         while not self.announced.empty():
