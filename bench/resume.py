@@ -40,7 +40,7 @@ from loaderspec.faultinject import loaders, sandbox
 from bench import datasets
 from bench.loaders import LOADERS
 from bench.rows import Row, na
-from bench.throughput import WINDOW_S, Paired
+from bench.throughput import WINDOW_S, Paired, alternate
 
 SECTION = "resume"
 # The loaders that checkpoint, in the report's order (torch's DataLoader has no state_dict()).
@@ -196,25 +196,16 @@ def run_all(
     progress: Callable[[str], None],
 ) -> dict[str, list[dict[str, Any]]]:
     """Every figure for every available checkpointing loader, ``repeats`` times, alternating."""
-    runs: dict[str, list[dict[str, Any]]] = {
-        name: [] for name in RESUME_LOADERS if name in names and not names[name]
-    }
-    step, total = 0, repeats * len(runs)
-    for repeat in range(repeats):
-        for loader in runs:
-            step += 1
-            progress(f"resume [{step}/{total}] {loader}, run {repeat + 1} of {repeats}")
-            runs[loader].append(_run(loader, quick, deadline_s))
-    return runs
+    available = [name for name in RESUME_LOADERS if name in names and not names[name]]
+    return alternate(
+        available, repeats, SECTION, progress, lambda loader: _run(loader, quick, deadline_s)
+    )
 
 
 def _pair(a: list[Any], b: list[Any]) -> Paired | None:
-    ratios = sorted(
-        x / y for x, y in zip(a, b, strict=True) if isinstance(x, float) and isinstance(y, float)
+    return Paired.of(
+        [x / y for x, y in zip(a, b, strict=True) if isinstance(x, float) and isinstance(y, float)]
     )
-    if not ratios:
-        return None
-    return Paired(statistics.median(ratios), ratios[0], ratios[-1], len(ratios))
 
 
 def _values(results: list[dict[str, Any]], key: str, field: str | None = None) -> list[Any]:

@@ -249,15 +249,34 @@ def run_all(
     times, loaders alternating."""
     works = [w for w in workloads(quick) if not only or w.name in only]
     window_s = WINDOW_S[quick]
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name, miss in names.items() if not miss}
-    total = repeats * len(runs)
-    step = 0
-    for repeat in range(repeats):
-        for loader in runs:
-            step += 1
-            progress(f"throughput [{step}/{total}] {loader}, run {repeat + 1} of {repeats}")
-            runs[loader].append(_run(loader, works, deadline_s, window_s))
+    available = [name for name, miss in names.items() if not miss]
+    runs = alternate(
+        available,
+        repeats,
+        "throughput",
+        progress,
+        lambda loader: _run(loader, works, deadline_s, window_s),
+    )
     return works, runs
+
+
+def alternate(
+    loaders: list[str],
+    repeats: int,
+    section: str,
+    progress: Callable[[str], None],
+    run: Callable[[str], dict[str, Any]],
+) -> dict[str, list[dict[str, Any]]]:
+    """``run(loader)`` ``repeats`` times for each loader, the loaders taking turns within each
+    repeat (a drift of the machine's speed then hits every loader alike); loader -> results."""
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in loaders}
+    total, step = repeats * len(loaders), 0
+    for repeat in range(repeats):
+        for loader in loaders:
+            step += 1
+            progress(f"{section} [{step}/{total}] {loader}, run {repeat + 1} of {repeats}")
+            runs[loader].append(run(loader))
+    return runs
 
 
 def _stats(found: list[Any], key: str) -> list[float]:
@@ -376,6 +395,14 @@ class Paired:
             return "unresolved (one repeat)"
         return "ahead" if self.low > 1 else "behind" if self.high < 1 else "level"
 
+    @classmethod
+    def of(cls, ratios: list[float]) -> Paired | None:
+        """The pairs' ratios, one per repeat (None: no repeat gave one)."""
+        if not ratios:
+            return None
+        ratios = sorted(ratios)
+        return cls(statistics.median(ratios), ratios[0], ratios[-1], len(ratios))
+
     def text(self) -> str:
         half = (self.high - self.low) / 2 / self.median
         return (
@@ -389,10 +416,7 @@ def paired(per: dict[str, Any], mine: str, theirs: str) -> Paired | None:
     a, b = per.get(mine), per.get(theirs)
     if not isinstance(a, dict) or not isinstance(b, dict):
         return None
-    ratios = sorted(x / y for x, y in zip(a["rates"], b["rates"], strict=True) if x and y)
-    if not ratios:
-        return None
-    return Paired(statistics.median(ratios), ratios[0], ratios[-1], len(ratios))
+    return Paired.of([x / y for x, y in zip(a["rates"], b["rates"], strict=True) if x and y])
 
 
 def _ratio(work: Workload, per: dict[str, Any], loader: str) -> Row:

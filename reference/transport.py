@@ -157,6 +157,12 @@ def _plain_strided_cpu(t: torch.Tensor) -> bool:
     )
 
 
+def _copied_into_a_slot(t: torch.Tensor) -> bool:
+    """Whether a tensor that lies in no arena slot goes into a free one (``_slot_refs``): big
+    enough to be worth it, and a plain strided CPU tensor."""
+    return t.nbytes >= OOB_THRESHOLD and _plain_strided_cpu(t)
+
+
 def _span_elements(size: Sequence[int], stride: Sequence[int]) -> int:
     """Number of storage elements a (size, stride) view touches, from its first element.
 
@@ -389,7 +395,7 @@ def _slot_checked(arena: WorkerArena) -> dict[type, Callable[[Any], Any]]:
         owner = weak()
         if not (t.requires_grad and not t.is_leaf) and (
             (owner is not None and owner.has_slots and owner.ref(t) is not None)
-            or (t.nbytes >= OOB_THRESHOLD and _plain_strided_cpu(t))
+            or _copied_into_a_slot(t)
         ):
             raise _NeedsSlots
         return _reduce_tensor(t)
@@ -416,7 +422,7 @@ def _slot_refs(
         if obj.requires_grad and not obj.is_leaf:
             return None  # _reduce_tensor raises torch's error for it
         ref = arena.ref(obj)
-        if ref is None and obj.nbytes >= OOB_THRESHOLD and _plain_strided_cpu(obj):
+        if ref is None and _copied_into_a_slot(obj):
             copy = arena.copy_in(obj.detach())
             if copy is not None:
                 copies.append(copy)
