@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from loaderspec.faultinject import loaders, processes, records, sandbox
 from loaderspec.faultinject.events import (
     AliveAfterDrop,
+    AliveAfterError,
     Awaited,
     Batch,
     Built,
@@ -328,6 +329,13 @@ class _Driver:
         alive = tuple(processes.wait_gone(_workers(), MUST_BOUND_S))
         self.note(AliveAfterDrop, epoch, start, pids=alive)
 
+    def alive_after_error(self, epoch: int) -> None:
+        """Note the workers still alive `hold_after_error_s` after the epoch's error, with its
+        iterator held: a loader that shuts down on a fatal error needs no drop to stop them."""
+        start = time.monotonic()
+        alive = tuple(processes.wait_gone(_workers(), self.plan.hold_after_error_s))
+        self.note(AliveAfterError, epoch, start, pids=alive)
+
     # ---- one next()
 
     def next(self, it: Any, epoch: int) -> Call:
@@ -440,6 +448,8 @@ class _Driver:
                 and calls - first_error >= after_error
             ):
                 break
+        if first_error is not None and plan.hold_after_error_s:
+            self.alive_after_error(epoch)
         start = time.monotonic()
         del it
         self.note(Dropped, epoch, start)

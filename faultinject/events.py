@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 __all__ = [
     "AliveAfterDrop",
+    "AliveAfterError",
     "Awaited",
     "Batch",
     "Built",
@@ -123,6 +124,15 @@ class AliveAfterDrop(Event):
     """The workers (``pids``) still alive ``MUST_BOUND_S`` after the iterator was dropped."""
 
     name: ClassVar[str] = "alive_after_drop"
+    pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AliveAfterError(Event):
+    """The workers (``pids``) still alive ``Plan.hold_after_error_s`` after the epoch's error,
+    the iterator held (not dropped) all the while; ``dt``: how long the driver waited."""
+
+    name: ClassVar[str] = "alive_after_error"
     pids: tuple[int, ...] = ()
 
 

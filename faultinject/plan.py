@@ -59,7 +59,10 @@ class Plan:
     An epoch ends at StopIteration, at a leave, after `max_errors + 1` errors, at the first of
     the loader's own fatal errors with `stop_at_fatal` (a RuntimeError naming the DataLoader: a
     worker death or a timeout), or `calls_after_error` calls after its first error.
-    `calls_after_stop`: `next()` calls after StopIteration. `pause_s`: after each batch, wait up
+    `calls_after_stop`: `next()` calls after StopIteration. `hold_after_error_s`: an epoch
+    that ended in an error keeps its iterator while the driver waits up to that long for the
+    loader's worker processes to be gone (an `AliveAfterError` event names those left), then
+    drops it. `pause_s`: after each batch, wait up
     to that long for more than `pause_ahead` items fetched beyond those consumed (a `Paused`
     event counts them; the suite sets `pause_ahead` to the window it checks).
     `fd_headroom`: the file descriptors the loader's process may still open (RLIMIT_NOFILE is
@@ -87,6 +90,7 @@ class Plan:
     stop_at_fatal: bool = False
     calls_after_error: int | None = None
     calls_after_stop: int = 0
+    hold_after_error_s: float = 0.0
     max_events: int = 10_000
     pause_s: float = 0.0
     pause_ahead: int = 0

@@ -24,7 +24,7 @@ from loaderspec.conformance.harness import (
     play,
     shutdown_s,
 )
-from loaderspec.faultinject.events import Dropped, Error, LoaderDropped
+from loaderspec.faultinject.events import Error, LoaderDropped
 
 PROP = "ShutdownCompletes"
 
@@ -151,49 +151,6 @@ def test_dropping_an_iterator_with_large_results_in_flight_is_prompt(
         kwargs=kwargs(2, 2, batch_size=1),
     )
     _shutdown_graded(loader_cls, grade, r, "shutdown with results in flight")
-
-
-# Every fetch takes this long: a worker that ignores the done event starts its next queued fetch
-# about this long after shutdown began; one that obeys it started its last fetch before (a fetch
-# seen LATE_S after the drop began is no race of a fetch begun just before it).
-FETCH_S = 0.6
-LATE_S = 0.4
-
-
-@pytest.mark.quick
-@pytest.mark.spec_property(PROP)
-def test_workers_fetch_nothing_once_shutdown_began(loader_cls: type, grade: Grade) -> None:
-    """Slow fetches with tasks queued at every worker: once the iterator is dropped, no worker
-    starts another fetch.
-
-    Property: ShutdownCompletes (the NOTE's done event; no spec property of its own yet). Seed
-    (NOTE, worker a): "the workers will not process data after the done event is set" ("keep
-    continuing until get [the final signal], and skip the processing steps").
-    Guards: A4 pytorch PR #9655 (workers went on through every queued batch before they quit;
-    the done event stops them).
-    """
-    r = play(
-        loader_cls,
-        n=40,
-        cost_s=FETCH_S,
-        # Worker 0's next fetch has just started; every worker has more tasks queued.
-        before_leave=Await("fetch", index=2),
-        leave={0: Leave("drop", 1)},
-        kwargs=kwargs(2, 4, batch_size=1),
-    )
-    dropped = r.first(Dropped)
-    if dropped is None:
-        grade.fail(PROP, "the iterator dropped after one batch", f"{r.last()}")
-        return
-    began = dropped.t - dropped.dt
-    late = sorted(f.index for f in r.fetches if f.event == "fetch" and f.t > began + FETCH_S / 2)
-    if late:
-        grade.fail(
-            PROP,
-            "no fetch started once shutdown began",
-            f"items {late} fetched {FETCH_S / 2:g} s or more after the iterator was dropped",
-        )
-    checks.nothing_left(grade, r)
 
 
 @pytest.mark.spec_property(PROP, "PinThreadExitsFirst", "PromptFaultHandling")
