@@ -44,7 +44,12 @@ ACTION_CAN_BREAK: dict[Action, frozenset[PropertyName]] = {
     # ending the epoch early
     A.MAIN_STOP_ITERATION: frozenset({P.EXACTLY_ONCE, P.NO_SILENT_LOSS}),
     A.MAIN_DETECT_WORKER_FAILURE: frozenset(
-        {P.WORKER_DEATH_RAISES, P.FAIL_STOP_AFTER_FATAL_ERROR, P.PROMPT_FAULT_HANDLING}
+        {
+            P.WORKER_DEATH_RAISES,
+            P.FAIL_STOP_AFTER_FATAL_ERROR,
+            P.PROMPT_FAULT_HANDLING,
+            P.FATAL_ERROR_SHUTS_DOWN,
+        }
     ),
     A.MAIN_DETECT_PIN_FAILURE: frozenset(
         {P.ITERATION_TERMINATES, P.FAIL_STOP_AFTER_FATAL_ERROR, P.NO_DEADLOCK}
@@ -55,7 +60,10 @@ ACTION_CAN_BREAK: dict[Action, frozenset[PropertyName]] = {
     # a new epoch that lets old results through
     A.MAIN_RESUME_ITERATION: frozenset({P.NO_STALE_EPOCH_DELIVERY, P.EXACTLY_ONCE}),
     A.MAIN_DRAIN_RESUME: frozenset({P.NO_STALE_EPOCH_DELIVERY}),
-    A.MAIN_DROP_ITERATOR: frozenset({P.SHUTDOWN_COMPLETES, P.NO_DELIVERY_AFTER_SHUTDOWN}),
+    # a drop that leaves the epoch's prefetch running, or never shuts down
+    A.MAIN_DROP_ITERATOR: frozenset(
+        {P.SHUTDOWN_COMPLETES, P.NO_DELIVERY_AFTER_SHUTDOWN, P.NO_DISPATCH_AFTER_END}
+    ),
     # shutdown in the wrong order, or never finishing
     A.MAIN_SET_PIN_DONE: frozenset({P.PIN_THREAD_EXITS_FIRST, P.SHUTDOWN_COMPLETES}),
     A.MAIN_JOIN_PIN_THREAD: frozenset(
