@@ -50,12 +50,22 @@ CASES_DIR = "conformance/cases"
 # enumeration below derives from the current file name only).
 _OLD_FAIL_STOP, _FAIL_STOP = "test_fail_stop_after_worker_death", "test_fail_stop_after_fatal_error"
 RENAMED: dict[str, str] = {
-    f"{where}{old}{suffix}::{function}": f"{_FAIL_STOP}::{function}"
-    for old, function in (
-        (_OLD_FAIL_STOP, "test_next_after_worker_death_raises_promptly"),
-        (_OLD_FAIL_STOP, "test_next_after_idle_worker_death_does_not_hang"),
+    f"{where}{old}{suffix}::{function}": f"{new}::{function}"
+    for old, new, function in (
+        (_OLD_FAIL_STOP, _FAIL_STOP, "test_next_after_worker_death_raises_promptly"),
+        (_OLD_FAIL_STOP, _FAIL_STOP, "test_next_after_idle_worker_death_does_not_hang"),
         # A batch after a timeout breaks only the SHOULD (the spec's TorchTimeoutResumes).
-        ("test_no_delivery_after_shutdown", "test_nothing_is_handed_out_after_a_timeout"),
+        (
+            "test_no_delivery_after_shutdown",
+            _FAIL_STOP,
+            "test_nothing_is_handed_out_after_a_timeout",
+        ),
+        # A fetch after the done event breaks NoFetchAfterDone (a SHOULD), not ShutdownCompletes.
+        (
+            "test_shutdown_completes",
+            "test_no_fetch_after_done",
+            "test_workers_fetch_nothing_once_shutdown_began",
+        ),
     )
     for where, suffix in (("", ""), ("conformance/", ".py"), (f"{CASES_DIR}/", ".py"))
 }
