@@ -482,3 +482,15 @@ def test_a_malformed_iterators_marker_is_a_usage_error(pytester: pytest.Pytester
     result = pytester.runpytest_inprocess("--loader=starting:Slow", "-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "is marked iterators('4'); it takes one whole number" in result.stderr.str()
+
+
+def test_a_plan_past_the_declared_iterators_is_refused_before_it_plays() -> None:
+    """The resume cases declare `MOST_ITERATORS` per plan (their `iterators` marker): a plan that
+    makes more `iter()` calls is a case author's error, raised before anything starts."""
+    from loaderspec.conformance.harness.resume import MOST_ITERATORS, Cut, ResumePlan, play_resume
+    from torch.utils.data import DataLoader
+
+    plan = ResumePlan(epochs=3, cuts=(Cut(0, 1), Cut(0, 1), Cut(0, 1)))
+    assert plan.iterators == MOST_ITERATORS + 1
+    with pytest.raises(ValueError, match="MOST_ITERATORS=8 per plan"):
+        play_resume(DataLoader, plan)
