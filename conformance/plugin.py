@@ -37,6 +37,7 @@ from _pytest.runner import runtestprotocol
 from loaderspec.conformance import catalog, expect, ids, loader_ref
 from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
 from loaderspec.conformance.verdict import DEFAULT_POLICY, verdict
+from loaderspec.faultinject import loaders
 
 from loaderspec.vocabulary import PROPERTY_NAMES, Level, property_named
 
@@ -59,6 +60,11 @@ MSG_UNKNOWN_PROPERTY = (
     "use one of: {known}"
 )
 MSG_EMPTY_PROPERTY = "case {case} has spec_property() without a property name"
+ITERATORS = "iterators"  # the marker: at most how many iter() calls a case makes in all
+MSG_BAD_ITERATORS = (
+    "case {case} is marked iterators({value}); it takes one whole number, 0 or more: the most "
+    "iter() calls the case makes in all (every rank's, every drawn example's)"
+)
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (Level.MUST if must else Level.SHOULD).value,
             catalog.guards(fn) if fn is not None else "",
         )
+    run = _run(config)
+    try:
+        start_s = loaders.iterator_start_s(run.loader) if run is not None else 0.0
+    except loaders.LoaderRefError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if start_s:
+        for item in items:
+            _allow_starts(item, start_s)
+
+
+def _allow_starts(item: pytest.Item, start_s: float) -> None:
+    """Give a case marked `iterators(n)` n x `start_s` (the seconds the loader declares an
+    `iter()` takes to start its workers) more than its pytest-timeout limit: the case's own
+    deadlines allow that much per iterator (harness.resume, harness.ranks), so a slow-starting
+    loader gets their verdict, not pytest's timeout. Called only for a loader that declares a
+    start: one that declares nothing keeps every limit as it is; so does a case run without a
+    limit (no pytest-timeout, or a limit of 0)."""
+    mark = item.get_closest_marker(ITERATORS)
+    if mark is None:
+        return
+    n = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        value = ", ".join([*map(repr, mark.args), *(f"{k}={v!r}" for k, v in mark.kwargs.items())])
+        raise pytest.UsageError(MSG_BAD_ITERATORS.format(case=item.nodeid, value=value))
+    if not item.config.pluginmanager.hasplugin("timeout"):
+        return
+    import pytest_timeout
+
+    own = item.get_closest_marker("timeout")
+    kwargs = dict(own.kwargs) if own is not None else {}
+    if own is not None and own.args:
+        kwargs.setdefault("timeout", own.args[0])
+        if len(own.args) > 1:
+            kwargs.setdefault("method", own.args[1])
+    base = kwargs.get("timeout")
+    if base is None:
+        base = pytest_timeout.get_env_settings(item.config).timeout
+    if base:
+        kwargs["timeout"] = float(base) + n * start_s
+        item.add_marker(pytest.mark.timeout(**kwargs), append=False)
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -23,7 +23,8 @@ required, and nothing here reads a loader's private state:
 * `loaderspec_iterator_start_s: float`: the seconds one `iter()` may take before its first
   batch because the loader starts its workers then (grain spawns a process per worker for every
   iterator, each importing torch: a few seconds on a loaded 2-core machine). The scenarios that
-  start many iterators one after another (resume, ranks) allow that much more per iterator;
+  start many iterators one after another (resume, ranks) allow that much more per iterator,
+  and so does pytest-timeout's limit on a case marked `iterators(n)` (conformance.plugin);
   none is allowed by default, so a loader that declares nothing is graded on the plain bounds.
 
 `unsupported(cls, kwargs)` also answers for loaders that declare nothing, from the constructor's

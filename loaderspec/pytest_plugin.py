@@ -148,6 +148,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "spec_property(*names): the spec properties a conformance case checks"
     )
     config.addinivalue_line("markers", "quick: part of the quick (< 60 s) conformance selection")
+    config.addinivalue_line(
+        "markers",
+        "iterators(n): at most n iter() calls in the conformance case (every rank's, every drawn"
+        " example's); a loader that declares loaderspec_iterator_start_s gets n times that much"
+        " more pytest-timeout limit for the case",
+    )
     if not is_conformance_run(config):
         return
     try:

@@ -109,10 +109,13 @@ class Loader(Adapter):
     workers_die_with = "iterator"
     # Every iterator spawns its workers (grain's start method), each importing torch to run
     # torch's fetcher: from iter() to the end of a 4-batch epoch with 2 workers took 2.5-3 s on
-    # the 2-core machine at load 1.2 and 19 s at load 7.5 (2026-11-26). The resume and rank
-    # cases, which start up to 8 iterators one after another (or 3 ranks' at once), allow this
-    # much more per iterator (faultinject.loaders), so that a slow start is not graded a hang.
-    loaderspec_iterator_start_s = 20.0
+    # the 2-core machine at load 1.2 and 19 s at load 7.5; 3 ranks of 2 workers each took 40 s
+    # an epoch at load 15 (13 s per rank's iterator), and more than 70 s at load 23, where 20 s
+    # a rank's iterator cut the 3-rank case off at epoch 2's start, its workers still importing
+    # torch (2026-11-26). The resume and rank cases, which start up to 8 iterators one after
+    # another (or 3 ranks' at once), allow this much more per iterator (faultinject.loaders),
+    # and so does their pytest-timeout limit (conformance.plugin): a slow start is no hang.
+    loaderspec_iterator_start_s = 30.0
     limits = (
         Limit(
             "an IterableDataset",

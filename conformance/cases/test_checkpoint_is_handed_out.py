@@ -11,6 +11,7 @@ from loaderspec.conformance.harness import Grade, kwargs
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     HANDED_OUT,
+    MOST_ITERATORS,
     Cut,
     ResumePlan,
     nothing_left,
@@ -20,6 +21,7 @@ from loaderspec.conformance.harness.resume import (
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
 @pytest.mark.parametrize("persistent", [False, True])
 def test_state_at_an_epoch_end_resumes_at_the_next_epoch(
@@ -46,6 +48,7 @@ def test_state_at_an_epoch_end_resumes_at_the_next_epoch(
     nothing_left(grade, r)
 
 
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
 @pytest.mark.parametrize("dataset_state", [False, True])
 def test_state_counts_handed_out_batches_not_prefetched_ones(

@@ -10,6 +10,7 @@ import pytest
 from loaderspec.conformance.harness import Grade, kwargs
 from loaderspec.conformance.harness.resume import (
     LOAD,
+    MOST_ITERATORS,
     Cut,
     ResumePlan,
     errors,
@@ -40,6 +41,7 @@ def _grade(grade: Grade, loader_cls: type, plan: ResumePlan) -> None:
     nothing_left(grade, r)
 
 
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(LOAD, "ResumeEquivalence")
 def test_load_after_iter_with_live_workers_governs_the_next_iter(
     loader_cls: type, grade: Grade
@@ -56,6 +58,7 @@ def test_load_after_iter_with_live_workers_governs_the_next_iter(
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(LOAD, "ResumeEquivalence")
 def test_load_after_state_dict_governs_the_next_iter(loader_cls: type, grade: Grade) -> None:
     """A new loader: state_dict() first (its state before any iter()), then load_state_dict():

@@ -23,6 +23,7 @@ from loaderspec.conformance.harness.ranks import (
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(3 * 3)  # 3 ranks, 3 epochs each
 @pytest.mark.spec_property(EVEN, PARTITION)
 def test_every_rank_steps_the_same_number_of_batches(loader_cls: type, grade: Grade) -> None:
     """3 ranks, 10 items (not a multiple of 3) behind DistributedSampler, batch size 1, 1 worker,

@@ -23,6 +23,7 @@ from loaderspec.conformance.harness.ranks import (
 )
 
 
+@pytest.mark.iterators(3 * 3)  # up to 3 ranks, 3 epochs each
 @pytest.mark.spec_property(PARTITION, EVEN, PERMUTATION)
 @pytest.mark.parametrize(
     "world", [pytest.param(2, marks=pytest.mark.quick), pytest.param(3)], ids=["2", "3"]
@@ -49,6 +50,7 @@ def test_map_style_ranks_split_every_epoch_between_them(
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(3 * 2)  # 3 ranks, 2 epochs each
 @pytest.mark.spec_property(PARTITION, EVEN)
 def test_iterable_shards_by_rank_and_worker_cover_every_item_once(
     loader_cls: type, grade: Grade
@@ -69,6 +71,7 @@ def test_iterable_shards_by_rank_and_worker_cover_every_item_once(
     nothing_left(grade, r)
 
 
+@pytest.mark.iterators(2 * 4)  # 2 ranks, 3 epochs and a resume each
 @pytest.mark.spec_property(PARTITION, PERMUTATION, EVEN, "ResumeEquivalence")
 def test_each_rank_resumed_from_its_own_state_keeps_its_share(
     loader_cls: type, grade: Grade

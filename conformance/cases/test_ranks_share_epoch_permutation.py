@@ -22,6 +22,7 @@ from loaderspec.conformance.harness.ranks import (
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(2 * 3)  # 2 ranks, 3 epochs each
 @pytest.mark.spec_property(PERMUTATION, PARTITION, EVEN)
 def test_set_epoch_reshuffles_every_rank_alike_with_persistent_workers(
     loader_cls: type, grade: Grade

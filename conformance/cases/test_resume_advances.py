@@ -10,6 +10,7 @@ import pytest
 from loaderspec.conformance.harness import Grade, kwargs
 from loaderspec.conformance.harness.resume import (
     ADVANCES,
+    MOST_ITERATORS,
     Cut,
     ResumePlan,
     nothing_left,
@@ -19,6 +20,7 @@ from loaderspec.conformance.harness.resume import (
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(ADVANCES, "ResumeEquivalence")
 def test_a_state_taken_soon_after_a_resume_is_later_than_the_loaded_one(
     loader_cls: type, grade: Grade
@@ -42,6 +44,7 @@ def test_a_state_taken_soon_after_a_resume_is_later_than_the_loaded_one(
     nothing_left(grade, r)
 
 
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(ADVANCES, "ResumeEquivalence")
 @pytest.mark.parametrize("persistent", [True, False])
 def test_every_epoch_after_the_resumed_one_is_whole(

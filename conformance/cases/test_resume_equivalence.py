@@ -18,6 +18,7 @@ from loaderspec.conformance.harness.resume import (
     Cut,
     ResumePlan,
     configs,
+    drawn_iterators,
     immutable,
     needs_state,
     nothing_left,
@@ -46,6 +47,9 @@ PICKS = (
     ),
 )
 
+# The whole suite's drawn examples: fewer than MORE_EXAMPLES (each plays up to 8 iterators).
+MORE_RESUME_EXAMPLES = 8
+
 
 def _one(loader_cls: type, grade: Grade, plan: ResumePlan) -> None:
     r = play_resume(loader_cls, plan, leaks=False, skip_refused=False)
@@ -63,6 +67,7 @@ def _drawn(loader_cls: type, grade: Grade, examples: int, picks: tuple[ResumePla
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(drawn_iterators(QUICK_EXAMPLES, PICKS))
 @pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE)
 def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
     loader_cls: type, grade: Grade
@@ -84,6 +89,7 @@ def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
     _drawn(loader_cls, grade, QUICK_EXAMPLES, PICKS)
 
 
+@pytest.mark.iterators(drawn_iterators(MORE_RESUME_EXAMPLES, PICKS[:1]))
 @pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE, ADVANCES)
 def test_resumed_run_matches_for_more_drawn_configurations(loader_cls: type, grade: Grade) -> None:
     """More drawn configurations and checkpoint moments than the quick selection plays: the
@@ -93,4 +99,4 @@ def test_resumed_run_matches_for_more_drawn_configurations(loader_cls: type, gra
     and load_state_dict methods, enabling mid-epoch checkpointing".
     Guards: K7 meta-pytorch/data#1437, K8 meta-pytorch/data#1520, huggingface/datasets#7447.
     """
-    _drawn(loader_cls, grade, 8, PICKS[:1])
+    _drawn(loader_cls, grade, MORE_RESUME_EXAMPLES, PICKS[:1])

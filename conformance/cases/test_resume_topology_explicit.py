@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from loaderspec.conformance.harness import Grade, kwargs
 from loaderspec.conformance.harness.resume import (
+    MOST_ITERATORS,
     TOPOLOGY,
     Cut,
     ResumePlan,
@@ -20,6 +21,7 @@ from loaderspec.conformance.harness.resume import (
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(TOPOLOGY, "ResumeEquivalence")
 @pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 3), (2, 0)])
 def test_map_style_resumed_with_other_workers_continues_or_says_why(
@@ -44,6 +46,7 @@ def test_map_style_resumed_with_other_workers_continues_or_says_why(
     nothing_left(grade, r)
 
 
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(TOPOLOGY, "ResumeEquivalence")
 def test_iterable_resumed_with_other_workers_continues_or_says_why(
     loader_cls: type, grade: Grade

@@ -10,6 +10,7 @@ from loaderspec.conformance.harness import Grade, kwargs
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     IMMUTABLE,
+    MOST_ITERATORS,
     Cut,
     ResumePlan,
     immutable,
@@ -20,6 +21,7 @@ from loaderspec.conformance.harness.resume import (
 
 
 @pytest.mark.quick
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(IMMUTABLE, EQUIVALENCE)
 def test_a_state_taken_earlier_in_the_epoch_stays_as_returned(
     loader_cls: type, grade: Grade
@@ -44,6 +46,7 @@ def test_a_state_taken_earlier_in_the_epoch_stays_as_returned(
     nothing_left(grade, r)
 
 
+@pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(IMMUTABLE, EQUIVALENCE)
 def test_a_state_survives_pickle_and_the_loader_going_on(loader_cls: type, grade: Grade) -> None:
     """IterableDataset with a state of its own, 1 worker: the state taken after 2 batches pickles

@@ -44,12 +44,14 @@ __all__ = [
     "HANDED_OUT",
     "IMMUTABLE",
     "LOAD",
+    "MOST_ITERATORS",
     "NO_STATE",
     "RESUME_DEADLINE_S",
     "TOPOLOGY",
     "Cut",
     "ResumePlan",
     "configs",
+    "drawn_iterators",
     "immutable",
     "needs_state",
     "nothing_left",
@@ -68,12 +70,27 @@ NO_STATE = "the loader has no state_dict()/load_state_dict(): it cannot be check
 # Up to four loaders one after the other (the uninterrupted one, then a segment per cut), each
 # a few epochs with up to 3 workers: a few seconds; the rest is margin for a loaded machine.
 RESUME_DEADLINE_S = 40.0
+# The most iter() calls one plan makes (`ResumePlan.iterators`): a drawn one's (`configs`) 3
+# epochs uninterrupted, 3 interrupted and 2 cuts; a case's own plan makes no more (`play_resume`
+# refuses one that does). A case declares its iterators (the `iterators` marker) from it: a
+# loader that declares a slow start gets that much more pytest-timeout limit (conformance.plugin).
+MOST_ITERATORS = 8
+# Plays of a drawn case besides its picks and examples: the leak check's replay of the last
+# example, and, when an example fails, the shrink step running when the shrink budget ends and
+# Hypothesis's replay of the smallest failing example.
+_EXTRA_PLAYS = 3
 
 
 def needs_state(loader_cls: type) -> None:
     """SKIP the running case unless the loader can be checkpointed (`NO_STATE`)."""
     if not loaders.stateful(loader_cls):
         pytest.skip(f"not applicable: {NO_STATE}")
+
+
+def drawn_iterators(examples: int, picks: tuple[ResumePlan, ...]) -> int:
+    """At most how many iter() calls a drawn resume case makes (its `iterators` marker): its
+    picks', then `MOST_ITERATORS` for each drawn example and each other play (`_EXTRA_PLAYS`)."""
+    return sum(p.iterators for p in picks) + (examples + _EXTRA_PLAYS) * MOST_ITERATORS
 
 
 def play_resume(
@@ -89,6 +106,11 @@ def play_resume(
     drawn case instead (Hypothesis draws another). The deadline is `RESUME_DEADLINE_S`, and the
     seconds the loader declares an `iter()` takes to start its workers for each iterator the plan
     starts (`faultinject.loaders.iterator_start_s`; none for a loader that declares nothing)."""
+    if plan.iterators > MOST_ITERATORS:
+        raise ValueError(
+            f"a plan of {plan.iterators} iter() calls; the cases declare at most "
+            f"MOST_ITERATORS={MOST_ITERATORS} per plan: raise it, or play fewer epochs or cuts"
+        )
     needs_state(loader_cls)
     if deadline_s is None:
         deadline_s = RESUME_DEADLINE_S + plan.iterators * loaders.iterator_start_s(loader_cls)

@@ -398,3 +398,99 @@ def test_a_module_named_as_the_loader_is_answered_with_its_classes(
     assert err.count("ERROR:") == 1
     assert "names a module, not a class in it" in err
     assert "'mypkg.loader:Class' (classes defined there: MyLoader)" in err
+
+
+STARTING_LOADERS = """
+class Slow:
+    loaderspec_iterator_start_s = 2.5
+
+    def __init__(self, dataset, **kwargs):
+        self.dataset = dataset
+
+
+class Plain(Slow):
+    loaderspec_iterator_start_s = 0
+"""
+
+# Each case prints the limit pytest-timeout reads for it (its closest `timeout` marker).
+CASES_WITH_ITERATORS = """
+import pytest
+
+
+def _limit(request):
+    mark = request.node.get_closest_marker("timeout")
+    limit = None if mark is None else (mark.args or [mark.kwargs.get("timeout")])[0]
+    print("LIMIT", request.node.name, limit)
+
+
+@pytest.mark.iterators(4)
+@pytest.mark.spec_property("ResumeEquivalence")
+def test_four(request, grade):
+    _limit(request)
+
+
+@pytest.mark.iterators(4)
+@pytest.mark.timeout(50)
+@pytest.mark.spec_property("ResumeEquivalence")
+def test_four_own_limit(request, grade):
+    _limit(request)
+
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_undeclared(request, grade):
+    _limit(request)
+"""
+
+
+@pytest.mark.parametrize(
+    ("loader", "limits"),
+    [
+        ("Slow", {"test_four": 20.0, "test_four_own_limit": 60.0, "test_undeclared": None}),
+        # nightly: the test command is over-full, and this run only shows that nothing is added
+        pytest.param(
+            "Plain",
+            {"test_four": None, "test_four_own_limit": 50, "test_undeclared": None},
+            marks=pytest.mark.nightly,
+        ),
+    ],
+)
+def test_a_declared_start_raises_the_timeout_of_the_cases_that_start_iterators(
+    pytester: pytest.Pytester, loader: str, limits: dict[str, float | None]
+) -> None:
+    """A loader declaring `loaderspec_iterator_start_s` (2.5 s) gets n x 2.5 s more than the
+    pytest-timeout limit (here --timeout=10, or the case's own) for a case marked
+    `iterators(n)`, so that a slow start is graded by the case's own deadlines, not cut off; a
+    loader that declares nothing, and an unmarked case, keep their limits exactly. In-process:
+    no interpreter to start."""
+    pytester.syspathinsert()
+    pytester.makepyfile(starting=STARTING_LOADERS, test_x=CASES_WITH_ITERATORS)
+    result = pytester.runpytest_inprocess(
+        f"--loader=starting:{loader}", "--timeout=10", "-s", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=3)
+    got = dict(re.findall(r"LIMIT (\S+) (\S+)", result.stdout.str()))
+    assert got == {name: str(limit) for name, limit in limits.items()}
+
+
+@pytest.mark.nightly  # the test command is over-full
+def test_a_malformed_iterators_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.syspathinsert()
+    pytester.makepyfile(
+        starting=STARTING_LOADERS,
+        test_x='import pytest\n\n@pytest.mark.iterators("4")\ndef test_x():\n    pass\n',
+    )
+    result = pytester.runpytest_inprocess("--loader=starting:Slow", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "is marked iterators('4'); it takes one whole number" in result.stderr.str()
+
+
+def test_a_plan_past_the_declared_iterators_is_refused_before_it_plays() -> None:
+    """The resume cases declare `MOST_ITERATORS` per plan (their `iterators` marker): a plan that
+    makes more `iter()` calls is a case author's error, raised before anything starts."""
+    from loaderspec.conformance.harness.resume import MOST_ITERATORS, Cut, ResumePlan, play_resume
+    from torch.utils.data import DataLoader
+
+    plan = ResumePlan(epochs=3, cuts=(Cut(0, 1), Cut(0, 1), Cut(0, 1)))
+    assert plan.iterators == MOST_ITERATORS + 1
+    with pytest.raises(ValueError, match="MOST_ITERATORS=8 per plan"):
+        play_resume(DataLoader, plan)
