@@ -186,7 +186,8 @@ def _rate_cell(per: dict[str, Any], name: str) -> str:
 def _cpu_cell(fig: Any) -> str:
     if not isinstance(fig, dict):
         return "n/a"
-    return f"{fig['main_cpu_us']:,.0f} + {fig['workers_cpu_us']:,.0f}"
+    main, workers = fig["main_cpu_us"], fig["workers_cpu_us"]
+    return " + ".join("n/a" if v is None else f"{v:,.0f}" for v in (main, workers))
 
 
 def _res_cell(fig: Any) -> str:

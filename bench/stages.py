@@ -10,10 +10,13 @@ batch costs stays put while its wall time follows the neighbours):
   the main process sends the index, reads and deserializes the result and takes its protocol
   steps up to the hand-out. A pipe here is a real pipe, written and read back by the same
   process (``_PIPE_BATCH`` messages at a time, each side timed apart), so nobody sleeps or is
-  woken;
+  woken. The reference's readers read ahead, so there its read stage is the best case (every
+  waiting message in one read): in a real cheap epoch its main process finds 1-2 results per
+  read (0.8 reads per batch, strace);
 * **measured**: one epoch in a fresh interpreter (faultinject's sandbox, spawn), the CPU of the
-  loader's process and of its live workers (psutil) over ``_WINDOW`` batches after a warm-up,
-  so start-up and shutdown are not counted, per batch.
+  loader's process and of its live workers over ``_WINDOW`` batches after a warm-up, so
+  start-up and shutdown are not counted, per batch: ``bench.cpu``, the method the throughput
+  section uses over its rate's window.
 
 ``other`` is measured minus the sum of the stages, per process: what no stage shows in isolation:
 sleeping and being woken (a ``poll`` or ``read`` that blocks, the write that wakes it, the
@@ -34,7 +37,6 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-import psutil
 import torch
 from loaderspec.faultinject import loaders, sandbox
 from torch.utils.data import default_collate
@@ -42,6 +44,7 @@ from torch.utils.data._utils import worker as torch_worker
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
 from bench import datasets
+from bench.cpu import CpuWindow
 from bench.loaders import LOADERS
 from bench.rows import Row, na
 
@@ -373,29 +376,28 @@ _STAGES: dict[str, Callable[[int, int], dict[str, Figure]]] = {
 # ------------------------------------------------------------------ the real run ------------
 def _measured(loader: str, window: int) -> dict[str, float]:
     """One cheap epoch: CPU us per batch of the loader's process and of its workers over
-    ``window`` batches after a warm-up, and the load average then."""
+    ``window`` batches after a warm-up (``bench.cpu``, the throughput section's method), and
+    the load average then."""
     loader_cls = loaders.resolve(LOADERS[loader])
     dataset = datasets.Floats((_WARMUP + window + 10) * BATCH, 0.0, WIDTH)
     loader_obj = loader_cls(dataset, batch_size=BATCH, num_workers=WORKERS)
-    me = psutil.Process()
     it: Iterator[Any] = iter(loader_obj)
-    kids: list[psutil.Process] = []
-    main_s, kids_s = 0.0, {}
+    cpu = CpuWindow()
+    used: dict[str, float | int] = {}
     for count, _batch in enumerate(it, 1):
         if count == _WARMUP:
-            kids = me.children(recursive=True)
-            kids_s = {k.pid: sum(k.cpu_times()[:2]) for k in kids}
-            main_s = time.process_time()
+            cpu.start()
         elif count == _WARMUP + window:
-            main_s = time.process_time() - main_s
-            workers_s = sum(sum(k.cpu_times()[:2]) - kids_s[k.pid] for k in kids)
+            used = cpu.stop()
             break
     else:
         raise RuntimeError(f"the epoch ended after {count} batches")
+    if used["workers_lost"]:
+        raise RuntimeError(f"{used['workers_lost']} worker(s) ended inside the measured window")
     del it, loader_obj
     return {
-        "main": main_s / window * 1e6,
-        "workers": workers_s / window * 1e6,
+        "main": used["main_s"] / window * 1e6,
+        "workers": used["workers_s"] / window * 1e6,
         "load": os.getloadavg()[0],
     }
 

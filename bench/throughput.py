@@ -10,15 +10,16 @@ ratios with their range; over n repeats that range holds the true median ratio w
 1 - 2^(1-n) (94 % for the default 5), and a verdict "ahead" / "behind" is given only when the
 whole range is above / below 1 ("level" otherwise).
 
-Owns the workloads: one-axis sweeps around the issue's cheap workload (64 floats per item,
-batch 4, 2 workers): item cost (0, 0.1 ms, 1 ms of CPU), item size (64 floats .. 4 MB), batch
-size (1 .. 64) and workers (1 .. 4), plus the single-process baseline. A rate is measured over a
-fixed window of wall time after the first batch (``WINDOW_S``; the start-up and the shutdown are
-not counted): an epoch of a fixed batch count lasted 0.1 s for the fastest loaders, too short
-for a stable rate. The first batch's latency is reported apart. Beside each rate: the CPU per
-batch of the loader's process (over the window) and of its reaped workers (start-up and
-shutdown included); the peak, over samples taken during the epoch, of the RSS summed over the
-loader's processes, its open fds, threads and worker processes.
+Owns the workloads: one-axis sweeps around the issue's cheap workload (64 floats per item, batch
+4, 2 workers): item cost (0, 0.1 ms, 1 ms of CPU), item size (64 floats .. 4 MB), batch size (1
+.. 64) and workers (1 .. 4; 6 and 8 in a full run), plus the single-process baseline. A rate is
+measured over a fixed window of wall time after the first batch (``WINDOW_S``; the start-up and
+the shutdown are not counted): an epoch of a fixed batch count lasted 0.1 s for the fastest
+loaders, too short for a stable rate. The first batch's latency is reported apart. Beside each
+rate: the CPU per batch of the loader's process and of its workers over the same window
+(``bench.cpu``, the method every section uses); the peak, over samples taken about 10 times a
+window, of the RSS summed over the loader's processes, its open fds, threads and worker
+processes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import contextlib
 import dataclasses
 import gc
 import os
-import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -37,6 +37,7 @@ import psutil
 from loaderspec.faultinject import loaders, processes, sandbox
 
 from bench import datasets
+from bench.cpu import CpuWindow
 from bench.loaders import LOADERS
 from bench.rows import Row, na
 
@@ -123,6 +124,22 @@ def workloads(quick: bool) -> list[Workload]:
         Workload("1 worker", "cheap items, 1 worker", n(1500), num_workers=1, axes=("workers",)),
         Workload("3 workers", "cheap items, 3 workers", n(2000), num_workers=3, axes=("workers",)),
         Workload("4 workers", "cheap items, 4 workers", n(2000), num_workers=4, axes=("workers",)),
+        # 6 and 8 workers on 2 cores: where the scale sweep ends, left out of --quick (the
+        # smoke run checks the rows, and each worker costs a start-up).
+        *(
+            []
+            if quick
+            else [
+                Workload(
+                    f"{k} workers",
+                    f"cheap items, {k} workers",
+                    n(2000),
+                    num_workers=k,
+                    axes=("workers",),
+                )
+                for k in (6, 8)
+            ]
+        ),
         Workload(
             "single-process",
             "single-process baseline (cheap items, num_workers=0)",
@@ -130,18 +147,6 @@ def workloads(quick: bool) -> list[Workload]:
             num_workers=0,
         ),
     ]
-
-
-def _self_cpu_s() -> float:
-    """CPU seconds (user + system) of this process, all its threads (a pin thread too)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _children_cpu_s() -> float:
-    """CPU seconds of the children reaped so far (the workers, once joined)."""
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
 
 
 def _sample(me: psutil.Process) -> tuple[int, int, int, int]:
@@ -154,6 +159,20 @@ def _sample(me: psutil.Process) -> tuple[int, int, int, int]:
     return rss, me.num_fds(), me.num_threads(), len(kids)
 
 
+def _per_worker_memory(me: psutil.Process) -> tuple[float | None, float | None]:
+    """The mean RSS and USS of the loader's worker processes (None without any). RSS counts
+    the pages a forked worker shares with its parent; USS only the worker's own."""
+    rss, uss = [], []
+    for kid in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # a worker may exit between the calls
+            info = kid.memory_full_info()
+            rss.append(info.rss)
+            uss.append(info.uss)
+    if not rss:
+        return None, None
+    return statistics.mean(rss), statistics.mean(uss)
+
+
 def _one(loader_cls: type, work: Workload, window_s: float) -> dict[str, Any]:
     """One epoch of ``work``, measured over ``window_s`` seconds after its first batch (then
     left): batches/s, CPU per batch, and the peaks of the loader's resources, sampled about 10
@@ -164,43 +183,52 @@ def _one(loader_cls: type, work: Workload, window_s: float) -> dict[str, Any]:
     fds_before = me.num_fds()
     dataset = datasets.Floats(work.batches * work.batch_size, work.cost_s, work.width)
     loader = loader_cls(dataset, batch_size=work.batch_size, num_workers=work.num_workers)
-    kids_before = _children_cpu_s()
-    every = 64  # batches between resource samples; fixed so a sample's cost per batch is too
+    # Resources are sampled by time, about 10 times a window: every 64 batches was ~190
+    # samples a second at cheap rates, each a few /proc reads charged to the loader's CPU.
+    every_s = window_s / 10
     peaks = (0, 0, 0, 0)
+    cpu = CpuWindow()
     start = time.perf_counter()
     it = iter(loader)
     first = last = None
-    main_first = main_cpu = 0.0
     count = 0
     _batch = None
     for _batch in it:
         count += 1
+        now = time.perf_counter()
         if first is None:
-            first = time.perf_counter()
-            main_first = _self_cpu_s()
-        if count % every == 0:
+            cpu.start()  # after the first batch: the workers have started and are read
+            first = next_sample = time.perf_counter()
+        elif now >= next_sample:
             # map(max, ...) over two equal-length tuples: mypy cannot see its length.
             peaks = tuple(map(max, peaks, _sample(me)))  # type: ignore[assignment]
-        if time.perf_counter() - first >= window_s:
-            # the rate stops at the window's last batch, before the shutdown
-            last = time.perf_counter()
-            main_cpu = _self_cpu_s() - main_first
+            next_sample = now + every_s
+        if now - first >= window_s:
+            last = now  # the rate stops at the window's last batch, before the shutdown
             break
     ended_early = last is None
     if last is None:  # the epoch ended inside the window: measured up to its last batch
         last = time.perf_counter()
-        main_cpu = _self_cpu_s() - main_first
+    used = cpu.stop() if first is not None and count > 1 else None
+    if peaks[0] == 0:  # an epoch too short for a sample
+        peaks = _sample(me)
+    per_worker = _per_worker_memory(me)  # at the window's end, before the shutdown
     del it, loader, _batch
     gc.collect()
-    # Workers reaped at the epoch's end are in RUSAGE_CHILDREN (their start-up too).
-    workers_cpu = _children_cpu_s() - kids_before
+    main_cpu = workers_cpu = None
+    if used is not None:
+        main_cpu = used["main_s"] / (count - 1)
+        if not used["workers_lost"]:  # a worker's CPU lost with it would read as too little
+            workers_cpu = used["workers_s"] / (count - 1)
     return {
         "batches": count,
         "ended_early": ended_early,
         "batches_per_s": (count - 1) / (last - first) if first is not None and count > 1 else None,
         "first_batch_s": (first - start) if first is not None else None,
-        "main_cpu_per_batch_s": main_cpu / (count - 1) if count > 1 else None,
-        "workers_cpu_per_batch_s": workers_cpu / count if count else None,
+        "main_cpu_per_batch_s": main_cpu,
+        "workers_cpu_per_batch_s": workers_cpu,
+        "rss_per_worker_bytes": per_worker[0],
+        "uss_per_worker_bytes": per_worker[1],
         "peak_rss_bytes": peaks[0],
         "peak_fds": peaks[1],
         "peak_threads": peaks[2],
@@ -283,6 +311,12 @@ def _stats(found: list[Any], key: str) -> list[float]:
     return [f[key] for f in found if isinstance(f, dict) and f.get(key) is not None]
 
 
+def _median_scaled(found: list[Any], key: str, scale: float) -> float | None:
+    """The median of ``key`` over the repeats that have it, times ``scale`` (None: none has)."""
+    values = _stats(found, key)
+    return statistics.median(values) * scale if values else None
+
+
 def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """workload -> loader -> figures over the repeats (min/median/max rate, medians of the
     rest, peaks of the resources), or a reason string."""
@@ -307,8 +341,10 @@ def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> d
                 "median": med(rates),
                 "max": max(rates),
                 "first_batch_s": med(_stats(figures, "first_batch_s")),
-                "main_cpu_us": med(_stats(figures, "main_cpu_per_batch_s")) * 1e6,
-                "workers_cpu_us": med(_stats(figures, "workers_cpu_per_batch_s")) * 1e6,
+                "main_cpu_us": _median_scaled(figures, "main_cpu_per_batch_s", 1e6),
+                "workers_cpu_us": _median_scaled(figures, "workers_cpu_per_batch_s", 1e6),
+                "rss_per_worker_mb": _median_scaled(figures, "rss_per_worker_bytes", 2**-20),
+                "uss_per_worker_mb": _median_scaled(figures, "uss_per_worker_bytes", 2**-20),
                 "peak_rss_mb": max(_stats(figures, "peak_rss_bytes")) / 2**20,
                 "peak_fds": max(_stats(figures, "peak_fds")),
                 "peak_threads": max(_stats(figures, "peak_threads")),
@@ -319,6 +355,24 @@ def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> d
             }
         out[work.name] = per
     return out
+
+
+def cpu_total_us(fig: dict[str, Any]) -> float | None:
+    """A loader's CPU per batch, its process and its workers (None: either is unknown)."""
+    main, workers = fig["main_cpu_us"], fig["workers_cpu_us"]
+    return None if main is None or workers is None else main + workers
+
+
+def _cpu_note(fig: dict[str, Any], work: Workload) -> str:
+    """CPU per batch over the rate's window (``bench.cpu``): the total, and its split."""
+    main, workers = fig["main_cpu_us"], fig["workers_cpu_us"]
+    if main is None:
+        return "n/a"
+    if not work.num_workers:
+        return f"{main:,.0f} us/batch"
+    if workers is None:
+        return f"main {main:,.0f} us/batch, workers n/a (a worker ended inside the window)"
+    return f"{main + workers:,.0f} us/batch (main {main:,.0f} + workers {workers:,.0f})"
 
 
 def rows(works: list[Workload], summary: dict[str, Any], names: dict[str, str | None]) -> list[Row]:
@@ -335,11 +389,13 @@ def rows(works: list[Workload], summary: dict[str, Any], names: dict[str, str | 
             note = (
                 f"median of {fig['runs']}, {fig['min']:,.0f}-{fig['max']:,.0f}; "
                 f"{fig['batches']:,.0f} batches a window{cut}; "
-                f"first batch {fig['first_batch_s']:.2f} s; CPU "
-                f"{fig['main_cpu_us'] + fig['workers_cpu_us']:,.0f} us/batch"
+                f"first batch {fig['first_batch_s']:.2f} s; CPU {_cpu_note(fig, work)}"
             )
-            if work.num_workers:
-                note += f" (main {fig['main_cpu_us']:,.0f} + workers {fig['workers_cpu_us']:,.0f})"
+            if fig.get("rss_per_worker_mb") is not None:
+                note += (
+                    f"; per worker RSS {fig['rss_per_worker_mb']:,.0f} MB"
+                    f" (USS {fig['uss_per_worker_mb']:,.0f} MB)"
+                )
             note += (
                 f"; peak RSS {fig['peak_rss_mb']:,.0f} MB, {fig['peak_fds']} fds, "
                 f"{fig['peak_threads']} threads, {fig['peak_processes']} processes"
@@ -436,9 +492,9 @@ def _ratio(work: Workload, per: dict[str, Any], loader: str) -> Row:
                 f"these CPUs allow at most {bound / theirs:.2f}x torch ({bound:,.0f}/s), "
                 f"{loader} makes {per[loader]['median'] / bound:.0%} of that; "
             )
-    cpu = {who: per[who]["main_cpu_us"] + per[who]["workers_cpu_us"] for who in (loader, "torch")}
-    if cpu[loader] > 0:
-        note += f"CPU per batch: torch uses {cpu['torch'] / cpu[loader]:.2f}x {loader}'s"
+    ours, theirs = cpu_total_us(per[loader]), cpu_total_us(per["torch"])
+    if ours and theirs is not None:
+        note += f"CPU per batch: torch uses {theirs / ours:.2f}x {loader}'s"
     return Row(SECTION, name, pair.median, "x", note)
 
 

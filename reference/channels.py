@@ -40,6 +40,8 @@ class Receiver:
         arenas: list[MainArena | None] | None = None,
     ) -> None:
         self._conns: dict[Connection, int] = {c: w for w, c in enumerate(conns)}
+        # each pipe's reader: it reads ahead, so every result waiting comes in with one read
+        self._readers = {c: wire.result_reader(c) for c in conns}
         # each worker's shared-memory slots (reference/arena.py), for the batches that use them
         self._arenas: list[MainArena | None] = arenas or [None] * len(conns)
         self._by_worker: dict[int, Connection] = dict(enumerate(conns))
@@ -84,19 +86,26 @@ class Receiver:
         return woken
 
     def _recv(self, conn: Connection) -> bool:
-        worker = self._conns[conn]
-        try:
-            message = wire.recv(conn, self._arenas[worker])
-        except (EOFError, OSError):
-            # EOF or a torn message: the writer is gone. Its sentinel reports how it ended.
-            del self._conns[conn]
-            self._unregister(conn)
-            return False
-        except Exception as exc:  # read whole, not rebuilt: the framing is intact, go on
-            self.inbox.append(RecvFailed(worker, f"{type(exc).__name__}: {exc}"))
-            return True
-        self.inbox.append(_new(Arrived, (worker, Result.from_wire(message))))
-        return True
+        """Read the message that made ``conn`` readable, and every whole message the same read
+        brought in: what stays buffered is at most the start of one, whose rest (or the
+        writer's EOF) makes the pipe readable again, so a ``poll`` never sleeps on a result
+        that is already here."""
+        worker, reader = self._conns[conn], self._readers[conn]
+        arena = self._arenas[worker]
+        while True:
+            try:
+                message = reader.recv(arena)
+            except (EOFError, OSError):
+                # EOF or a torn message: the writer is gone. Its sentinel reports how it ended.
+                del self._conns[conn]
+                self._unregister(conn)
+                return False
+            except Exception as exc:  # read whole, not rebuilt: the framing is intact, go on
+                self.inbox.append(RecvFailed(worker, f"{type(exc).__name__}: {exc}"))
+            else:
+                self.inbox.append(_new(Arrived, (worker, Result.from_wire(message))))
+            if not reader.has_message():
+                return True
 
     def _drain(self, worker: int) -> None:
         conn = self._by_worker.get(worker)

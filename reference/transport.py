@@ -68,6 +68,7 @@ from loaderspec.reference.arena import MainArena, WorkerArena
 __all__ = [
     "OOB_THRESHOLD",
     "PlainReader",
+    "Reader",
     "TornMessage",
     "UnpicklableBatchError",
     "dumps",
@@ -91,6 +92,7 @@ _INBAND = bytes((KIND_INBAND,))
 
 _I32 = struct.Struct("!i")
 _U64 = struct.Struct("!Q")
+_HEAD = struct.Struct("!iB")  # a message's length and its kind byte
 _OOB_HEAD = struct.Struct("!IQ")
 _MAX_I32 = 0x7FFFFFFF
 # Large messages grow their pipe to this (Linux's default pipe-max-size), see _grow_pipe.
@@ -98,8 +100,9 @@ PIPE_TARGET_BYTES = 1 << 20
 _F_SETPIPE_SZ: int | None = getattr(fcntl, "F_SETPIPE_SZ", None)
 _F_GETPIPE_SZ: int = getattr(fcntl, "F_GETPIPE_SZ", 0)
 
-# What a PlainReader asks of one read(2): many index messages (a few dozen bytes each).
-PLAIN_READ_BYTES = 1 << 16
+# What a Reader asks of one read(2) when nothing is buffered: every small message waiting (an
+# index message is a few dozen bytes, a cheap batch about 1.2 KB).
+READ_AHEAD_BYTES = 1 << 16
 # os.writev takes at most IOV_MAX buffers per call; Linux's is 1024.
 _IOV_MAX = 1024
 
@@ -586,43 +589,6 @@ def send_plain(conn: Connection, obj: Any) -> None:
     _write_all(conn.fileno(), _frame_header(len(payload) + 1) + _INBAND + payload)
 
 
-class PlainReader:
-    """The reading end of a pipe that carries only ``send_plain`` messages (an index queue):
-    one ``read(2)`` takes whatever is there, several messages when several wait, where
-    ``recv`` makes two per message (its length, then its bytes). Only the pipe's one reader
-    may use it: what it read ahead is in its buffer, not in the pipe."""
-
-    def __init__(self, conn: Connection) -> None:
-        self._fd = conn.fileno()
-        self._buffer = b""
-
-    def recv(self) -> Any:
-        """The next message (blocks until it is whole).
-
-        Raises:
-            EOFError: the writer closed between messages.
-            TornMessage: the writer closed in the middle of a message.
-            ValueError: a message ``send_plain`` did not write.
-        """
-        buffer = self._buffer
-        while True:
-            if len(buffer) >= 5:
-                (size,) = _I32.unpack_from(buffer)
-                if size <= 0 or buffer[4] != KIND_INBAND:
-                    raise ValueError("not a message send_plain wrote")
-                end = 4 + size
-                if len(buffer) >= end:
-                    self._buffer = buffer[end:]
-                    return pickle.loads(memoryview(buffer)[5:end])
-            chunk = os.read(self._fd, PLAIN_READ_BYTES)
-            if not chunk:
-                if buffer:
-                    raise TornMessage("got end of file during message")
-                raise EOFError
-            buffer = buffer + chunk if buffer else chunk
-            self._buffer = buffer
-
-
 def send(conn: Connection, obj: Any, arena: WorkerArena | None = None) -> None:
     """Send ``obj`` as one message on ``conn`` (see the module header for the format).
 
@@ -670,7 +636,7 @@ def _read_exact(fd: int, n: int, *, at_start: bool) -> bytes:
             raise TornMessage("got end of file during message")
         chunks.append(chunk)
         remaining -= len(chunk)
-    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return b"".join(chunks)
 
 
 def _readv_into(fd: int, buffers: list[memoryview]) -> None:
@@ -683,8 +649,141 @@ def _readv_into(fd: int, buffers: list[memoryview]) -> None:
         _advance(views, got)
 
 
+class Reader:
+    """The one reader of a pipe's messages (``send``'s and ``send_plain``'s).
+
+    With ``read_ahead`` (bytes), a read that finds nothing buffered asks the pipe for up to
+    that much: one ``read(2)`` takes every small message waiting, where reading one message
+    at a time takes two (its length, then its bytes) and a ``poll`` before them. What it read
+    ahead is in its buffer, not in the pipe: only this reader may read the pipe, and
+    ``has_message()`` says whether ``recv()`` can return without reading it. A message's
+    bytes beyond ``read_ahead`` are read exactly (a big batch is never copied through the
+    buffer). ``read_ahead=0``: every read asks for exactly what the message needs.
+    """
+
+    def __init__(self, conn: Connection, read_ahead: int = READ_AHEAD_BYTES) -> None:
+        self._fd = conn.fileno()
+        self._read_ahead = read_ahead
+        self._buffer = b""
+        self._pos = 0  # where the unread part of _buffer starts
+
+    def has_message(self) -> bool:
+        """A whole message is buffered (``recv()`` reads nothing from the pipe)."""
+        buffer, pos = self._buffer, self._pos
+        if len(buffer) - pos < 5:
+            return False
+        (size,) = _I32.unpack_from(buffer, pos)
+        return 0 < size <= len(buffer) - pos - 4
+
+    def _take(self, n: int, *, at_start: bool = False) -> bytes | memoryview:
+        """The next ``n`` bytes: from the buffer, then from the pipe (a clean EOF before the
+        first byte of a message is ``EOFError``, inside one ``TornMessage``)."""
+        buffer, pos = self._buffer, self._pos
+        have = len(buffer) - pos
+        if have >= n:
+            self._pos = pos + n
+            return memoryview(buffer)[pos : pos + n]
+        if n - have > self._read_ahead:  # the rest is big: read exactly it, past the buffer
+            self._buffer, self._pos = b"", 0
+            rest = _read_exact(self._fd, n - have, at_start=at_start and not have)
+            return buffer[pos:] + rest if have else rest
+        while len(buffer) - pos < n:
+            chunk = os.read(self._fd, self._read_ahead)
+            if not chunk:
+                self._buffer, self._pos = b"", 0
+                if at_start and len(buffer) == pos:
+                    raise EOFError
+                raise TornMessage("got end of file during message")
+            buffer = buffer[pos:] + chunk if len(buffer) > pos else chunk
+            pos = 0
+        self._buffer, self._pos = buffer, pos + n
+        return memoryview(buffer)[pos : pos + n]
+
+    def _take_into(self, buffers: list[memoryview]) -> None:
+        """Fill ``buffers`` in order: what is buffered first, the rest straight from the pipe."""
+        views = [b for b in buffers if len(b)]
+        buffer, pos = self._buffer, self._pos
+        while views and pos < len(buffer):
+            n = min(len(views[0]), len(buffer) - pos)
+            views[0][:n] = memoryview(buffer)[pos : pos + n]
+            pos += n
+            _advance(views, n)
+        self._buffer, self._pos = (buffer, pos) if pos < len(buffer) else (b"", 0)
+        _readv_into(self._fd, views)
+
+    def recv(self, arena: MainArena | None = None) -> Any:
+        """The next message sent by ``send`` or ``send_plain`` (blocks until it is whole).
+        ``arena``: the sender's (``MainArena``), for messages that refer to its slots.
+
+        Raises:
+            EOFError: the other end closed between messages.
+            TornMessage: the other end died mid-message; the framing is lost.
+            ValueError: the message is not one ``send`` made, or refers to slots and
+                ``arena`` is None.
+        """
+        buffer, pos = self._buffer, self._pos
+        if len(buffer) == pos and self._read_ahead:  # nothing buffered: take what is waiting
+            buffer, pos = os.read(self._fd, self._read_ahead), 0
+            if not buffer:
+                raise EOFError
+            self._buffer = buffer
+        if len(buffer) - pos >= 5:  # the common case: a small message whole in the buffer
+            size, kind = _HEAD.unpack_from(buffer, pos)
+            end = pos + 4 + size
+            if kind == KIND_INBAND and size > 0 and end <= len(buffer):
+                self._pos = end
+                return pickle.loads(memoryview(buffer)[pos + 5 : end])
+        self._pos = pos
+        take = self._take
+        head = take(5, at_start=True)  # the length and the kind byte (every payload has one)
+        (size,) = _I32.unpack_from(head)
+        kind = head[4]
+        if size == -1:  # 2 GiB or more: an 8-byte length, whose first byte we have read
+            (size,) = _U64.unpack(bytes(head[4:]) + bytes(take(7)))
+            kind = take(1)[0]
+        elif size <= 0:
+            raise ValueError(f"not a message send made (length {size})")
+        if kind == KIND_INBAND:
+            return pickle.loads(take(size - 1))
+        if kind & ~(KIND_OOB | KIND_SLOTS):
+            raise ValueError(f"unknown transport payload kind {kind}")
+        if kind & KIND_SLOTS and arena is None:
+            raise ValueError("a message refers to shared-memory slots but no arena was given")
+        if not kind & KIND_OOB:
+            return _loads_slots(bytes(take(size - 1)), [], arena)
+        count, stream_len = _OOB_HEAD.unpack(take(_OOB_HEAD.size))
+        lengths = struct.unpack(f"!{count}Q", take(8 * count))
+        stream = bytes(take(stream_len))
+        buffers = [_fresh_buffer(n) for n in lengths]
+        self._take_into(buffers)
+        if kind & KIND_SLOTS:
+            return _loads_slots(stream, buffers, arena)
+        return pickle.loads(stream, buffers=buffers)
+
+
+class PlainReader(Reader):
+    """A ``Reader`` of a pipe that carries only ``send_plain`` messages (an index queue), with
+    the read-ahead that takes several waiting tasks per read."""
+
+    def recv(self, arena: MainArena | None = None) -> Any:
+        """The next message (blocks until it is whole).
+
+        Raises:
+            EOFError: the writer closed between messages.
+            TornMessage: the writer closed in the middle of a message.
+            ValueError: a message ``send_plain`` did not write.
+        """
+        head = self._take(5, at_start=True)
+        (size,) = _I32.unpack_from(head)
+        if size <= 0 or head[4] != KIND_INBAND:
+            raise ValueError("not a message send_plain wrote")
+        return pickle.loads(self._take(size - 1))
+
+
 def recv(conn: Connection, arena: MainArena | None = None) -> Any:
-    """Receive one message sent by ``send`` and return the object.
+    """Receive one message sent by ``send`` and return the object, reading exactly that
+    message from the pipe (a ``Reader`` with no read-ahead; a pipe read repeatedly is better
+    served by one ``Reader``, which may read ahead).
 
     Blocks until a message arrives (use ``conn.poll(timeout)`` first for a bound). ``arena``:
     the sender's (``MainArena``), for messages that refer to its slots.
@@ -695,30 +794,7 @@ def recv(conn: Connection, arena: MainArena | None = None) -> Any:
         ValueError: the message is not one ``send`` made, or refers to slots and ``arena`` is
             None.
     """
-    fd = conn.fileno()
-    # The length and the kind byte in one read (every payload has its kind byte).
-    head = _read_exact(fd, 5, at_start=True)
-    (size,) = _I32.unpack_from(head)
-    kind = head[4]
-    if size == -1:  # 2 GiB or more: an 8-byte length, whose first byte we have read
-        (size,) = _U64.unpack(head[4:] + _read_exact(fd, 7, at_start=False))
-        kind = _read_exact(fd, 1, at_start=False)[0]
-    if kind == KIND_INBAND:
-        return pickle.loads(_read_exact(fd, size - 1, at_start=False))
-    if kind & ~(KIND_OOB | KIND_SLOTS):
-        raise ValueError(f"unknown transport payload kind {kind}")
-    if kind & KIND_SLOTS and arena is None:
-        raise ValueError("a message refers to shared-memory slots but no arena was given")
-    if not kind & KIND_OOB:
-        return _loads_slots(_read_exact(fd, size - 1, at_start=False), [], arena)
-    count, stream_len = _OOB_HEAD.unpack(_read_exact(fd, _OOB_HEAD.size, at_start=False))
-    lengths = struct.unpack(f"!{count}Q", _read_exact(fd, 8 * count, at_start=False))
-    stream = _read_exact(fd, stream_len, at_start=False)
-    buffers = [_fresh_buffer(n) for n in lengths]
-    _readv_into(fd, buffers)
-    if kind & KIND_SLOTS:
-        return _loads_slots(stream, buffers, arena)
-    return pickle.loads(stream, buffers=buffers)
+    return Reader(conn, read_ahead=0).recv(arena)
 
 
 def _loads_slots(stream: bytes, buffers: list[memoryview], arena: MainArena | None) -> Any:

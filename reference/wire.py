@@ -67,6 +67,13 @@ def index_reader(conn: Connection) -> transport.PlainReader:
     return transport.PlainReader(conn)
 
 
+def result_reader(conn: Connection) -> transport.Reader:
+    """The main process's reader of one worker's result pipe: its ``recv(arena)`` reads ahead
+    (every result waiting comes in with one read) and ``has_message()`` says whether one is
+    whole in its buffer; the pipe has no other reader. ``recv`` raises as ``recv`` below."""
+    return transport.Reader(conn)
+
+
 def recv(conn: Connection, arena: MainArena | None = None) -> Any:
     """Receive one message; ``arena``: the sending worker's, for batches in its slots.
 

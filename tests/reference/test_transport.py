@@ -389,3 +389,42 @@ def test_large_message_grows_a_pipe_buffer():
     finally:
         reader.close()
         writer.close()
+
+
+def test_reader_reads_ahead_and_keeps_a_big_message_out_of_its_buffer():
+    """The main process's result reader: small messages that wait come in with one read and
+    out one per recv, in order (has_message says which are whole in the buffer); a big
+    out-of-band message behind them is read past the buffer, whole; EOF between messages is
+    EOFError, inside one TornMessage."""
+    reader, writer = Pipe(duplex=False)
+    small = [torch.arange(i, i + 4) for i in range(3)]
+    big = torch.arange(3 * OOB_THRESHOLD, dtype=torch.uint8)
+    for t in small:
+        send(writer, t)
+
+    def write_big() -> None:
+        send(writer, big)  # over the pipe's 64 KiB: written while the reader reads
+
+    results = transport.Reader(reader, read_ahead=4096)
+    got = [results.recv()]
+    assert results.has_message()  # the other two came with the first read
+    got += [results.recv(), results.recv()]
+    assert not results.has_message()
+    assert all(torch.equal(a, b) for a, b in zip(got, small, strict=True))
+    thread = threading.Thread(target=write_big)
+    thread.start()
+    assert torch.equal(results.recv(), big)
+    thread.join()
+    send(writer, small[0])
+    os.write(writer.fileno(), (100).to_bytes(4, "big") + b"\x00abc")
+    writer.close()
+    assert torch.equal(results.recv(), small[0])
+    with pytest.raises(TornMessage):
+        results.recv()
+    reader.close()
+
+    reader, writer = Pipe(duplex=False)
+    writer.close()
+    with pytest.raises(EOFError):
+        transport.Reader(reader).recv()
+    reader.close()
