@@ -8,5 +8,17 @@ LOADERSPEC_EXTRAS="docs${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}" bash "$top/scr
 cd "$top"
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --quiet --check .
-.venv/bin/python -m mypy  # [tool.mypy]: the packages, strict on the pure cores (measured: 45 s cold at load 12, 1.5 s warm)
-exec .venv/bin/python -m pytest tests -q "$@"
+# mypy ([tool.mypy]: the packages, strict on the pure cores) runs beside the tests, which leave
+# a core idle while they start: cold it takes a core for 20-45 s. Its report follows theirs.
+mypy_out=$(mktemp)
+.venv/bin/python -m mypy >"$mypy_out" 2>&1 &
+mypy_pid=$!
+trap 'kill "$mypy_pid" 2>/dev/null || true; rm -f "$mypy_out"' EXIT  # e.g. on Ctrl-C
+tests=0
+.venv/bin/python -m pytest tests -q --durations=15 "$@" || tests=$?
+mypy=0
+wait "$mypy_pid" || mypy=$?
+cat "$mypy_out"
+if [ "$mypy" -ne 0 ]; then echo "scripts/test.sh: mypy failed (exit $mypy)" >&2; fi
+if [ "$tests" -ne 0 ]; then exit "$tests"; fi
+exit "$mypy"
