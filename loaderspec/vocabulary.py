@@ -152,6 +152,7 @@ class PropertyName(enum.Enum):
     NO_FETCH_AFTER_DONE = "NoFetchAfterDone"
     SHUTDOWN_ORDER = "ShutdownOrder"
     FATAL_ERROR_SHUTS_DOWN = "FatalErrorShutsDown"
+    JOIN_AFTER_SENTINELS = "JoinAfterSentinels"
     # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
     RESUME_EQUIVALENCE = "ResumeEquivalence"
     CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
@@ -327,6 +328,14 @@ PROPERTIES: tuple[Property, ...] = (
         "Once next() has raised a fatal error, the iterator has started its shutdown: its"
         " workers do not live on until the iterator is dropped.",
         spec_only="the fail-stop cases grade what next() raises, not when the workers go",
+    ),
+    Property(
+        P.JOIN_AFTER_SENTINELS,
+        Level.SHOULD,
+        Check.INVARIANT,
+        "The workers are joined only after every sentinel is put: no healthy worker waits out"
+        " the join's timeout and is terminated.",
+        spec_only="the suite does not yet grade the order of the shutdown records",
     ),
 )
 

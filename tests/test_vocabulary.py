@@ -54,6 +54,7 @@ def test_levels_grade_torch_weaker_behaviour_as_should():
         PropertyName.NO_FETCH_AFTER_DONE,
         PropertyName.SHUTDOWN_ORDER,
         PropertyName.FATAL_ERROR_SHUTS_DOWN,
+        PropertyName.JOIN_AFTER_SENTINELS,  # the NOTE's c.iii after c.ii: a stall, not a loss
     }
     assert property_named("PromptFaultHandling").check is Check.MEASURED
 
@@ -66,6 +67,7 @@ def test_a_spec_only_property_says_why_and_is_checked_by_tlc():
         PropertyName.NO_FETCH_AFTER_DONE,
         PropertyName.SHUTDOWN_ORDER,
         PropertyName.FATAL_ERROR_SHUTS_DOWN,
+        PropertyName.JOIN_AFTER_SENTINELS,
     }
     for prop in spec_only:
         assert prop.modelled, prop.name
