@@ -77,11 +77,12 @@ def found_name(result: tlc.TlcResult) -> str:
 def check_model(
     model: Model,
     *,
-    workers: int = 1,
+    workers: int | None = None,
     timeout_s: float = 900.0,
     distributed: int = 0,
 ) -> ModelOutcome:
-    """Run TLC on one model (``distributed``: that many TLCWorker processes on localhost)."""
+    """Run TLC on one model with ``workers`` threads (default: the manifest's ``workers``;
+    ``distributed``: that many TLCWorker processes on localhost instead)."""
     jvm = tlc.FAST_START if model.fast_start else ()
     if distributed:
         result = run_distributed(
@@ -97,7 +98,7 @@ def check_model(
             model.spec,
             model.cfg,
             extra_args=model.args,
-            workers=workers,
+            workers=workers or model.workers,
             timeout_s=timeout_s,
             jvm_args=jvm,
         )
@@ -382,7 +383,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " (default: the manifest's)",
     )
     parser.add_argument(
-        "--workers", type=int, default=1, metavar="N", help="TLC worker threads (default 1)"
+        "--workers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="TLC worker threads (default: the model's `workers` in the manifest, else 1)",
     )
     parser.add_argument(
         "--distributed",

@@ -89,11 +89,13 @@ TRACE_INVARIANTS: tuple[str, ...] = (
     "NoStaleEpochDelivery",
     "PinThreadExitsFirst",
     # The NOTE's shutdown, read off the history the records rebuild (issue 23): no task sent
-    # after the end, no fetch after the done event, the shutdown's order, fail-stop shuts down.
+    # after the end, no fetch after the done event, the shutdown's order, fail-stop shuts down,
+    # the joins after the sentinels.
     "NoDispatchAfterEnd",
     "NoFetchAfterDone",
     "ShutdownOrder",
     "FatalErrorShutsDown",
+    "JoinAfterSentinels",
 )
 BATCH_SIZE = 40  # runs per TLC call: one JVM start (~1.5 s) shared, modules kept small
 TLC_TIMEOUT_S = 300.0

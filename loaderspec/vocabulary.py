@@ -152,6 +152,7 @@ class PropertyName(enum.Enum):
     NO_FETCH_AFTER_DONE = "NoFetchAfterDone"
     SHUTDOWN_ORDER = "ShutdownOrder"
     FATAL_ERROR_SHUTS_DOWN = "FatalErrorShutsDown"
+    JOIN_AFTER_SENTINELS = "JoinAfterSentinels"
     # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
     RESUME_EQUIVALENCE = "ResumeEquivalence"
     CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
@@ -325,6 +326,15 @@ PROPERTIES: tuple[Property, ...] = (
         Check.INVARIANT,
         "Once next() has raised a fatal error, the iterator has started its shutdown: its"
         " workers do not live on until the iterator is dropped.",
+    ),
+    Property(
+        P.JOIN_AFTER_SENTINELS,
+        Level.SHOULD,
+        Check.INVARIANT,
+        "The workers are joined only after every sentinel is put: no healthy worker waits out"
+        " the join's timeout and is terminated.",
+        spec_only="the order of steps inside one process (the sentinels, then the joins) is not"
+        " seen from outside the loader; trace-check holds the reference's traces to it",
     ),
 )
 

@@ -98,8 +98,10 @@ NoIdx == -1
 Epochs == 0 .. NumEpochs - 1
 Failures == {"none", "death", "timeout", "recv", "pin"}
 \* The steps of the NOTE's shutdown whose order shutdown_log records: (b) the pin thread gone (it
-\* exited, or died), joined; (c) the workers told (workers_done_event), a sentinel put.
-ShutdownSteps == {"pin exited", "pin joined", "workers told", "sentinel"}
+\* exited, or died), joined; (c) the workers told (workers_done_event), a sentinel put, every
+\* worker's sentinel put (at shutdown, or earlier on its shard's end), a worker's join returned.
+ShutdownSteps == {"pin exited", "pin joined", "workers told", "sentinel", "sentinels put",
+                  "worker joined"}
 
 (* Messages. Every message carries the epoch it was sent in: a ghost tag  *)
 (* for NoStaleEpochDelivery (torch's messages do not carry it).            *)
@@ -273,9 +275,11 @@ InFlight == UNION {Msgs(worker_result_queue[w]) : w \in Workers} \cup Msgs(data_
             \cup {pin_msg}
 
 \* History: the shutdown step `step` happened (only its first occurrence is kept).
-NoteShutdownStep(step) ==
-    shutdown_log' = IF \E k \in DOMAIN shutdown_log : shutdown_log[k] = step
-                    THEN shutdown_log ELSE Append(shutdown_log, step)
+WithStep(log, step) == IF \E k \in DOMAIN log : log[k] = step THEN log ELSE Append(log, step)
+NoteShutdownStep(step) == shutdown_log' = WithStep(shutdown_log, step)
+\* A sentinel was put (`sent`: sentinel_sent after the step); with it every worker has its None.
+WithAllSentinels(log, sent) ==
+    IF \A v \in Workers : sent[v] THEN WithStep(log, "sentinels put") ELSE log
 
 \* torch's _reset: the per-epoch fields of the main process and the history of one epoch.
 ResetEpoch ==
@@ -353,6 +357,10 @@ OnPutError(w) ==
 PinShutdownMayStart == TRUE
 WorkersShutdownMayStart == ~PinMemory \/ pin_state = "joined"
 SentinelMayGo == workers_done_event
+\* The workers are joined (and stragglers terminated) once every sentinel is out (c.iii after
+\* c.ii): a join before a worker's None can only time out, and the worker be killed.
+AllSentinelsSent == \A v \in Workers : sentinel_sent[v]
+JoinMayStart == AllSentinelsSent
 \* The sentinel is put into the worker's index queue (so it can exit on its own).
 SendsSentinel == TRUE
 \* pin_memory_thread.join() returns once the thread has ended (told to, or dead).
@@ -498,11 +506,12 @@ MainMarkWorkerUnavailable(w) ==
                                   Append(@, [kind |-> "sentinel", idx |-> NoIdx,
                                              epoch |-> epoch])]
             /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
+    /\ shutdown_log' = WithAllSentinels(shutdown_log, sentinel_sent')
     /\ UNCHANGED <<send_idx, rcvd_idx, tasks_outstanding, workers_num_tasks, worker_queue_idx,
                    epoch, shutdown, iter_state, in_call, resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, history_vars>>
+    /\ UNCHANGED <<actor_vars, past_vars, fetch_after_done, sent_after_end>>
 
 \* Nothing left to hand out: raise StopIteration; without persistent workers, shut down. A next()
 \* after the end raises StopIteration again.
@@ -686,7 +695,7 @@ MainPutSentinel(w) ==
                           THEN Append(@, [kind |-> "sentinel", idx |-> NoIdx, epoch |-> epoch])
                           ELSE @]
     /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
-    /\ NoteShutdownStep("sentinel")
+    /\ shutdown_log' = WithAllSentinels(WithStep(shutdown_log, "sentinel"), sentinel_sent')
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
                    resume_iteration_cnt, parent_alive>>
@@ -694,20 +703,19 @@ MainPutSentinel(w) ==
                    pin_memory_thread_done_event, actor_vars, past_vars, fetch_after_done,
                    sent_after_end>>
 
-AllSentinelsSent == \A v \in Workers : sentinel_sent[v]
-
 MainJoinWorker(w) ==
-    /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
+    /\ parent_alive /\ workers_done_event /\ JoinMayStart
     /\ worker_state[w] \in {"exited", "killed"}
     /\ worker_state' = [worker_state EXCEPT ![w] = "joined"]
+    /\ NoteShutdownStep("worker joined")
     /\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,
-                   history_vars>>
+                   past_vars, fetch_after_done, sent_after_end>>
 
 \* w.join(timeout) returned with w alive (slow, stuck, hung, or blocked on a full channel that
 \* nobody reads any more): w.terminate().
 MainTerminateWorker(w) ==
     /\ TerminatesStragglers
-    /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
+    /\ parent_alive /\ workers_done_event /\ JoinMayStart
     /\ Alive(w)
     /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
@@ -1109,6 +1117,12 @@ ShutdownOrder ==
     /\ StepBefore("pin exited", "pin joined")
     /\ PinMemory => StepBefore("pin joined", "workers told")
     /\ StepBefore("workers told", "sentinel")
+
+\* SHOULD: the workers are joined only after every sentinel went out (c.iii after c.ii): a join
+\* of a worker still waiting for its None can only time out, and the worker is then killed,
+\* a healthy one, after a stall of the join's timeout (FAILURE-MODES A1, B6). Read off the
+\* steps as they happened: no join returned before the step at which every worker had its None.
+JoinAfterSentinels == StepBefore("sentinels put", "worker joined")
 
 \* SHOULD, beside FailStopAfterFatalError (which the fail-stop hooks keep): once next() raised a
 \* fatal error, the iterator has started its shutdown (and ShutdownCompletes ends it): a loader

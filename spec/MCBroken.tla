@@ -198,6 +198,13 @@ RaiseKeepWorkersOnTimeout ==
     /\ iter_state' = "failed"
     /\ UNCHANGED shutdown
 
+\* JoinAfterSentinels (SHOULD only): the workers are joined before their sentinels are put (the
+\* c.iii loop ahead of c.ii): the join of a worker still waiting for its None can only time out,
+\* and the healthy worker is terminated after a stall of the join's timeout (FAILURE-MODES A1:
+\* "workers are told to stop instead of being waited out to the join timeout"; B6, a spurious
+\* kill). Nothing is lost and shutdown completes: only the order of the steps tells.
+JoinFirstMayStart == TRUE
+
 \* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
 \* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
 \* up to one step past the correct model's bounds, which is where their violation shows.
@@ -221,6 +228,7 @@ ViolationMonitor ==
     /\ ~NoFetchAfterDone => PrintT(<<"VIOLATES", "NoFetchAfterDone">>)
     /\ ~ShutdownOrder => PrintT(<<"VIOLATES", "ShutdownOrder">>)
     /\ ~FatalErrorShutsDown => PrintT(<<"VIOLATES", "FatalErrorShutsDown">>)
+    /\ ~JoinAfterSentinels => PrintT(<<"VIOLATES", "JoinAfterSentinels">>)
 
 -----------------------------------------------------------------------------
 (* Reachability witnesses, not broken loaders: tests/spec checks each as an invariant and    *)

@@ -197,7 +197,7 @@ MainTerminateWorkerIfLogged ==
     /\ LoggedW("MainTerminateWorker")
     /\ LET w == logline.worker IN
         \/ MainStep(MainTerminateWorker(w))
-        \/ /\ TerminatesStragglers /\ parent_alive /\ workers_done_event /\ AllSentinelsSent
+        \/ /\ TerminatesStragglers /\ parent_alive /\ workers_done_event /\ JoinMayStart
            /\ worker_state[w] \in {"exited", "killed"}
            /\ MainStep(UNCHANGED vars)
 

@@ -54,6 +54,7 @@ def test_levels_grade_torch_weaker_behaviour_as_should():
         PropertyName.NO_FETCH_AFTER_DONE,
         PropertyName.SHUTDOWN_ORDER,
         PropertyName.FATAL_ERROR_SHUTS_DOWN,
+        PropertyName.JOIN_AFTER_SENTINELS,  # the NOTE's c.iii after c.ii: a stall, not a loss
     }
     assert property_named("PromptFaultHandling").check is Check.MEASURED
 
@@ -62,7 +63,10 @@ def test_a_spec_only_property_says_why_and_is_checked_by_tlc():
     # Spec-only: no conformance case grades it (yet); TLC does, on every model and variant, and
     # trace-check on the reference's traces (tests/trace/test_shutdown_records.py).
     spec_only = [p for p in ALL_PROPERTIES if p.spec_only]
-    assert {p.prop for p in spec_only} == {PropertyName.SHUTDOWN_ORDER}
+    assert {p.prop for p in spec_only} == {
+        PropertyName.SHUTDOWN_ORDER,
+        PropertyName.JOIN_AFTER_SENTINELS,
+    }
     for prop in spec_only:
         assert prop.modelled, prop.name
         assert prop.module == "DataLoader", prop.name

@@ -129,6 +129,9 @@ def test_no_two_models_are_the_same_model():
 # Nightly rows whose faults meet no refill, and why (docs/spec.md, "Models").
 NO_REFILL = {
     "MCNightlyThreeIterable": "three workers, iterable, pin, two faults: B = 4 ran past 320 s",
+    # three workers' liveness under a fault: 1.5 to 2 ms of TLC CPU a state, 38 k states at B = 3
+    "MCNightlyThreeKill": "three workers' liveness with a kill: B = 3 keeps it near 70 s of CPU",
+    "MCNightlyThreeHangUnordered": "three workers' liveness with a hang: B = 3, near 55 s",
 }
 
 
@@ -310,3 +313,20 @@ def _witness(tmp_path: Path, model: str, invariant: str) -> modelcheck.Model:
     cfg.write_text(variantcheck.without_checks(source.read_text()) + f"INVARIANT {invariant}\n")
     spec = modelcheck.spec_dir() / "MCBroken.tla"
     return modelcheck.Model(invariant, spec, cfg, "adhoc", frozenset({invariant}))
+
+
+def test_a_models_workers_reach_tlc_and_the_option_overrides_them(monkeypatch):
+    # The manifest's `workers` (the nightly's longest runs: 2) is TLC's -workers; --workers N wins.
+    seen: list[int] = []
+
+    def fake_run(spec, cfg, *, workers, **_kw):
+        seen.append(workers)
+        return tlc.TlcResult(True, None, [], 1, 1, 0.0, "", None)
+
+    monkeypatch.setattr(modelcheck.tlc, "run_tlc", fake_run)
+    longest = max(NIGHTLY, key=lambda m: m.states or 0)
+    assert longest.workers == 2, "the longest nightly run has TLC's two worker threads"
+    modelcheck.check_model(longest)
+    modelcheck.check_model(longest, workers=1)
+    modelcheck.check_model(QUICK[0])
+    assert seen == [2, 1, 1]

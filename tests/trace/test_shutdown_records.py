@@ -1,7 +1,7 @@
 """The NOTE's shutdown is read off the records (issue 23): trace-check holds every run of the
-reference to ``NoDispatchAfterEnd``, ``NoFetchAfterDone``, ``ShutdownOrder`` and
-``FatalErrorShutsDown`` (``tracecheck.TRACE_INVARIANTS``), and rejects a run broken the way a
-loader breaks each, at the record that shows it.
+reference to ``NoDispatchAfterEnd``, ``NoFetchAfterDone``, ``ShutdownOrder``,
+``JoinAfterSentinels`` and ``FatalErrorShutsDown`` (``tracecheck.TRACE_INVARIANTS``), and rejects
+a run broken the way a loader breaks each, at the record that shows it.
 
 Two correct runs are traced and accepted: one broken off with the pin thread on and a slow item
 in worker 0 (so a task of its is still queued when the workers are told), one failed by a worker
@@ -133,6 +133,11 @@ def _broken(dropped: IteratorTrace, died: IteratorTrace) -> dict[str, tuple[Any,
             *_moved(dropped, "workers-told-first", "MainSetWorkersDone", "MainSetPinDone"),
             "ShutdownOrder",
         ),
+        # JoinBeforeSentinels: a worker is joined before the workers have their sentinels.
+        "joined-before-sentinels": (
+            *_moved(dropped, "joined-before-sentinels", "MainJoinWorker", "MainPutSentinel"),
+            "JoinAfterSentinels",
+        ),
         # RaiseKeepWorkers: the death is raised and the iterator failed, not shut down.
         "raise-keep-workers": (
             _edited(
@@ -175,6 +180,7 @@ def test_the_shutdown_properties_are_trace_invariants() -> None:
         PropertyName.NO_FETCH_AFTER_DONE,
         PropertyName.SHUTDOWN_ORDER,
         PropertyName.FATAL_ERROR_SHUTS_DOWN,
+        PropertyName.JOIN_AFTER_SENTINELS,
     }
     assert {p.value for p in issue_23} <= set(tracecheck.TRACE_INVARIANTS)
     # A property no conformance case grades is checked on the reference's traces at least.
@@ -185,7 +191,7 @@ def test_the_shutdown_properties_are_trace_invariants() -> None:
 @pytest.mark.slow
 def test_a_dropped_and_a_failed_run_are_accepted(checked) -> None:
     broken, verdicts = checked
-    assert {prop for _, prop, _ in broken.values()} == set(tracecheck.TRACE_INVARIANTS[-4:])
+    assert {prop for _, prop, _ in broken.values()} == set(tracecheck.TRACE_INVARIANTS[-5:])
     for name in ("dropped", "died"):
         assert verdicts[name].ok, verdicts[name].explain()
 
@@ -199,6 +205,7 @@ def test_a_dropped_and_a_failed_run_are_accepted(checked) -> None:
         "sentinel-before-done",
         "pin-joined-running",
         "workers-told-first",
+        "joined-before-sentinels",
         "raise-keep-workers",
     ],
 )
