@@ -6,22 +6,22 @@ is reported as the reference does."""
 import threading
 from typing import Any
 
-import psutil
-
 from broken._wrap import Relay, Wrapped
 
 
 class Loader(Wrapped):
     def __init__(self, dataset: Any, **kwargs: Any) -> None:
         super().__init__(dataset, **kwargs)
-        self.workers = kwargs.get("num_workers", 0)
         self.persistent = kwargs.get("persistent_workers", False)
         self.started = False
 
     def __iter__(self) -> Relay:
         if self.persistent and self.started:
-            alive = [p for p in psutil.Process().children() if p.status() != psutil.STATUS_ZOMBIE]
-            if len(alive) < self.workers:
+            # The reference's own workers (its iterator keeps their Process objects, as torch's
+            # does), not this process's children: a child of anything else (a resource
+            # tracker) would pass for a live worker and hide the bug.
+            workers = getattr(getattr(self.inner, "_iterator", None), "_workers", [])
+            if not all(w.is_alive() for w in workers):
                 threading.Event().wait()  # the bug: waits for an ack a dead worker never sends
         self.started = True
         return super().__iter__()
