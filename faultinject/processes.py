@@ -11,6 +11,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import os
+import re
 import select
 import signal as _signal
 import sys
@@ -257,9 +258,17 @@ def is_mp_helper(proc: psutil.Process | int) -> bool:
     return is_mp_helper_command(cmd)
 
 
+# The code multiprocessing starts its helpers with (`python -c "from multiprocessing.X import
+# main; main(...)"`). Only that statement counts: a forked worker carries its parent's command
+# line, and a pytest run given a case id such as `...[forkserver]` would otherwise make every
+# worker of the run a "helper" (nobody's worker, never killed, never a leak).
+_MP_HELPERS = "resource_tracker|forkserver|semaphore_tracker"
+_MP_HELPER = re.compile(rf"from multiprocessing\.({_MP_HELPERS}) import")
+
+
 def is_mp_helper_command(cmd: str) -> bool:
     """True for the command line of one of multiprocessing's helpers (`is_mp_helper`)."""
-    return "resource_tracker" in cmd or "forkserver" in cmd or "semaphore_tracker" in cmd
+    return _MP_HELPER.search(cmd) is not None
 
 
 def wait_blocked(pid: int, timeout_s: float) -> bool:

@@ -59,3 +59,22 @@ def test_multiprocessings_helpers_are_told_apart_from_workers():
         assert not {p.pid for p in tracker} & {p.pid for p in processes.children(helpers=False)}
     finally:
         _stop(worker)
+
+
+@pytest.mark.parametrize(
+    ("cmd", "helper"),
+    [
+        ("python -c from multiprocessing.resource_tracker import main;main(5)", True),
+        ("python -c from multiprocessing.forkserver import main; main(7, 8, None, **{})", True),
+        # A worker forked from a pytest run of a start-method case carries its command line: it
+        # is the loader's worker, not a helper (else no worker of that run is killed or counted).
+        (
+            "python -m pytest conformance/cases/test_exactly_once.py::"
+            "test_every_start_method_hands_out_every_batch[forkserver] -p no:cacheprovider",
+            False,
+        ),
+        ("python -m pytest -k resource_tracker", False),
+    ],
+)
+def test_only_multiprocessings_own_helper_commands_are_helpers(cmd: str, helper: bool) -> None:
+    assert processes.is_mp_helper_command(cmd) is helper
