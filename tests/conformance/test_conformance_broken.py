@@ -313,9 +313,9 @@ CORRECT: dict[str, list[tuple[str, str]]] = {
     ],
 }
 # The correct loaders are graded on the quick selection in the test command and on the whole
-# suite in the nightly tier: four whole-suite runs beside the broken loaders' cost about 2 of the
-# test command's 15 minutes (docs/conformance.md, "Runtime"), and the quick selection is chosen to
-# catch what the whole suite catches (test_the_quick_selection_grades_every_broken_loader_...).
+# suite in the nightly tier: with three whole-suite runs here CI took 868 s of its 900
+# (docs/conformance.md, "Runtime"), and the quick selection is chosen to catch what the whole
+# suite catches (test_the_quick_selection_grades_every_broken_loader_but_the_named).
 QUICK_CASES_MIN = 40  # the quick selection's cases (66 now): a run that collected them all
 # The SKIPs each correct design may get, by the start of their reason: nothing to checkpoint
 # (no state_dict()); no process to kill (threads); a configuration the loader refuses with
