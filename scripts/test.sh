@@ -13,11 +13,13 @@ cd "$top"
 mypy_out=$(mktemp)
 .venv/bin/python -m mypy >"$mypy_out" 2>&1 &
 mypy_pid=$!
-trap 'kill "$mypy_pid" 2>/dev/null || true; rm -f "$mypy_out"' EXIT  # e.g. on Ctrl-C
+# On any exit (Ctrl-C included) a mypy still running is stopped by its PID.
+trap 'if [ -n "$mypy_pid" ]; then kill "$mypy_pid" 2>/dev/null || true; fi; rm -f "$mypy_out"' EXIT
 tests=0
 .venv/bin/python -m pytest tests -q --durations=15 "$@" || tests=$?
 mypy=0
 wait "$mypy_pid" || mypy=$?
+mypy_pid=  # reaped: its PID may be reused
 cat "$mypy_out"
 if [ "$mypy" -ne 0 ]; then echo "scripts/test.sh: mypy failed (exit $mypy)" >&2; fi
 if [ "$tests" -ne 0 ]; then exit "$tests"; fi
