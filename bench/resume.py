@@ -40,7 +40,7 @@ from loaderspec.faultinject import loaders, sandbox
 from bench import datasets
 from bench.loaders import LOADERS
 from bench.rows import Row, na
-from bench.throughput import WINDOW_S, Paired, alternate
+from bench.throughput import WINDOW_S, Interval, alternate
 
 SECTION = "resume"
 # The loaders that checkpoint, in the report's order (torch's DataLoader has no state_dict()).
@@ -202,8 +202,8 @@ def run_all(
     )
 
 
-def _pair(a: list[Any], b: list[Any]) -> Paired | None:
-    return Paired.of(
+def _pair(a: list[Any], b: list[Any]) -> Interval | None:
+    return Interval.of(
         [x / y for x, y in zip(a, b, strict=True) if isinstance(x, float) and isinstance(y, float)]
     )
 
@@ -228,7 +228,7 @@ def _figure(name: str, values: list[Any], unit: str, scale: float = 1.0, note: s
     return Row(SECTION, name, statistics.median(numbers), unit, f"{spread}{note}")
 
 
-def _every_verdict(pair: Paired) -> str:
+def _every_verdict(pair: Interval) -> str:
     """The 5 % target on the rates' ratio: judged only where the whole range is on one side."""
     if pair.low >= EVERY_TARGET:
         return f"target >= {EVERY_TARGET:g}x (costs <= 5 %): met"
