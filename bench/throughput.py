@@ -592,10 +592,15 @@ def _rank(work: Workload, per: dict[str, Any]) -> Row:
     target = PEER_TARGETS[work.name]
     verdict = "met" if pair.low >= target and pair.verdict == "ahead" else "missed"
     note = (
-        f"{pair.verdict} of the best peer {best} ({_median(per, best):,.0f}/s): {pair.text()}; "
+        f"{_VERSUS.get(pair.verdict, pair.verdict)} the best peer {best} "
+        f"({_median(per, best):,.0f}/s): {pair.text()}; "
         f"target >= {target:g}x: {verdict}"
     )
     return Row(SECTION, name, pair.median, "x", note)
+
+
+# How a verdict reads before "the best peer".
+_VERSUS = {"ahead": "ahead of", "level": "level with", "behind": "behind"}
 
 
 def _best_peer(per: dict[str, Any]) -> str | None:
