@@ -230,10 +230,11 @@ def _plots(
                 if isinstance(cell, dict):
                     xs.append(w.value(axis))
                     ys.append(cell["median"])
-                    below.append(cell["median"] - cell["min"])
-                    above.append(cell["max"] - cell["median"])
+                    below.append(cell["median"] - cell.get("low", cell["min"]))
+                    above.append(cell.get("high", cell["max"]) - cell["median"])
             if ys:
-                # The bars are the repeats' range: two loaders whose bars overlap are level.
+                # The bars are the median's interval (the repeats' range up to 8 of them, then
+                # narrower: bench.throughput.Interval).
                 ax.errorbar(
                     range(len(xs)) if axis == "cost" else xs,
                     ys,
@@ -248,7 +249,7 @@ def _plots(
             ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(title)
-        ax.set_ylabel("batches/s (median, bars: min-max of the repeats)")
+        ax.set_ylabel("batches/s (median, bars: its interval over the repeats)")
         ax.set_title(f"throughput vs {title}")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)

@@ -355,6 +355,8 @@ def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> d
                 continue
             med = statistics.median
             figures = [f for f in found if isinstance(f, dict)]
+            interval = Interval.of(rates)
+            assert interval is not None  # rates is not empty
             per[loader] = {
                 "runs": len(rates),
                 # per repeat, None where that repeat has no rate: the pairs of a paired ratio
@@ -367,6 +369,9 @@ def summarize(works: list[Workload], runs: dict[str, list[dict[str, Any]]]) -> d
                 "min": min(rates),
                 "median": med(rates),
                 "max": max(rates),
+                # the median's interval (the range up to 8 repeats), for the plots
+                "low": interval.low,
+                "high": interval.high,
                 "first_batch_s": med(_stats(figures, "first_batch_s")),
                 "main_cpu_us": _median_scaled(figures, "main_cpu_per_batch_s", 1e6),
                 "workers_cpu_us": _median_scaled(figures, "workers_cpu_per_batch_s", 1e6),
