@@ -1,8 +1,12 @@
 """Bug: a worker hands its results to a feeder thread (as `multiprocessing.Queue.put` does) and,
 once its parent is gone, flushes them before it exits (as a Queue's exit-time join of its feeder
 does without `cancel_join_thread()`): with the result pipe full and nobody reading, it never
-exits (NoOrphanWorkers). Idle and busy workers, with nothing queued, exit at once. Built on the
-correct pipes loader (tests/conformance/correct/pipes.py)."""
+exits (NoOrphanWorkers). Idle workers, with nothing queued, exit at once. Built on the
+correct pipes loader (tests/conformance/correct/pipes.py).
+
+The watchdog leaves a worker that holds a task to its loop, which puts that result, then
+flushes: otherwise a worker whose parent died while it was still pickling its first oversized
+result found nothing queued yet and exited, and the case passed (seen once, at high load)."""
 
 import os
 import queue
@@ -15,6 +19,13 @@ from correct import pipes
 
 class _Feeder(pipes.Pipes):
     outbox: "queue.Queue[bytes] | None" = None
+    taken = queued = 0  # tasks this worker took, results it queued
+
+    def stop_fetching(self, done: int) -> bool:
+        stop = super().stop_fetching(done)
+        if not stop:
+            self.taken += 1  # a task in hand: its result will be queued, then flushed
+        return stop
 
     def closed_in_worker(self, p: pipes._Process) -> tuple[int, ...]:
         # Every process holds both ends of a multiprocessing.Queue's pipe: so does this worker.
@@ -25,6 +36,7 @@ class _Feeder(pipes.Pipes):
             self.outbox = queue.Queue()
             threading.Thread(target=self._feed, args=(results,), daemon=True).start()
         self.outbox.put(data)  # returns at once; the feeder writes it
+        self.queued += 1
 
     def _feed(self, results: int) -> None:
         assert self.outbox is not None
@@ -43,6 +55,8 @@ class _Feeder(pipes.Pipes):
     def _watch(self, parent: int) -> None:
         while os.getppid() == parent:
             time.sleep(pipes.WATCH_S)
+        if self.taken > self.queued:
+            return  # the worker's loop queues that result, then flushes at its end (the bug)
         self.flush()
         os._exit(1)
 
