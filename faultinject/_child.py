@@ -17,6 +17,7 @@ import gc
 import os
 import pickle
 import signal
+import struct
 import sys
 import threading
 import time
@@ -29,7 +30,10 @@ from loaderspec.faultinject import _wire, processes
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
 
-__all__ = ["in_sandbox", "kill_self", "mark_baseline", "note", "set_linger"]
+__all__ = ["PID_RECORD", "in_sandbox", "kill_self", "mark_baseline", "note", "set_linger"]
+
+# What each process forked in the child writes to the harness's fork pipe: its pid.
+PID_RECORD = struct.Struct("<i")
 
 # Set in the sandbox child only: (message fd to the harness, ack fd from the harness).
 _channel: tuple[int, int] | None = None
@@ -155,8 +159,27 @@ class Job(NamedTuple):
     subreaper: bool
 
 
-def run_job(out_fd: int, ack_fd: int, job: Job) -> int:
-    """Run the target and send the result; return the exit code the child should use."""
+def announce_forks(fd: int) -> None:
+    """Make every process forked from here on (by the target, its workers, theirs: the hook is
+    inherited) write its pid to `fd` (non-blocking) before it runs anything else.
+
+    The harness samples the process tree every 50 ms; a worker that starts, leaves a /dev/shm
+    entry named with its pid and is killed between two looks would otherwise leave a leak the
+    harness cannot tell from another program's. One write of 4 bytes is atomic on a pipe, so
+    the announcements of concurrent forks never mix. (A process started by exec, a spawn
+    worker, announces nothing: it takes far longer than one look to start.)"""
+
+    def announce() -> None:
+        with contextlib.suppress(OSError):  # full pipe, or the harness gone: sampling remains
+            os.write(fd, PID_RECORD.pack(os.getpid()))
+
+    os.register_at_fork(after_in_child=announce)
+
+
+def run_job(out_fd: int, ack_fd: int, forked_fd: int, job: Job) -> int:
+    """Run the target and send the result; return the exit code the child should use.
+    `forked_fd`: where the processes forked from here announce themselves (`announce_forks`)."""
+    announce_forks(forked_fd)
     with processes.subreaper() if job.subreaper else contextlib.nullcontext():
         return _run_job(out_fd, ack_fd, job)
 
@@ -222,15 +245,16 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
 
 
 def spawn_main() -> None:
-    """Entry point of a `start="spawn"` child: argv holds the two fds; the job comes over ack_fd.
+    """Entry point of a `start="spawn"` child: argv holds the three fds (messages, acks, forks);
+    the job comes over ack_fd.
 
     Exits through the interpreter's normal shutdown (atexit handlers, multiprocessing's cleanup),
     like the user's own script would.
     """
-    out_fd, ack_fd = int(sys.argv[1]), int(sys.argv[2])
+    out_fd, ack_fd, forked_fd = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
     path, pickled = _wire.recv_blocking(ack_fd)
     sys.path[:] = path
     job = pickle.loads(pickled)
-    code = run_job(out_fd, ack_fd, job)
+    code = run_job(out_fd, ack_fd, forked_fd, job)
     sys.stdout.flush()
     sys.exit(code)

@@ -64,6 +64,21 @@ def leak_shm(name_suffix: str) -> list[str]:
     return [mine, other]
 
 
+def leak_shm_from_brief_children(name_suffix: str, n: int) -> list[str]:
+    """Fork `n` children that each leave a /dev/shm entry named with its pid and exit at once
+    (a worker killed at its first batch): far shorter-lived than the harness's sampling."""
+    names = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            fd = os.open(f"/dev/shm/torch_{os.getpid()}_{name_suffix}", os.O_CREAT | os.O_WRONLY)
+            os.close(fd)
+            os._exit(0)
+        os.waitpid(pid, 0)
+        names.append(f"torch_{pid}_{name_suffix}")
+    return names
+
+
 _MAPPED: list[object] = []
 
 

@@ -102,6 +102,23 @@ def test_leaked_shm_is_attributed_by_pid_and_removed(tmp_path):
         os.unlink(f"/dev/shm/{other}")
 
 
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_a_segment_of_a_process_too_brief_to_sample_is_attributed(tmp_path, start):
+    """Each forked process announces its pid at the fork: a worker that leaves a segment and
+    dies within one look of the harness (50 ms) still leaks as the run's, not someone else's."""
+    suffix = f"fi{os.getpid()}y{tmp_path.name}"
+    report = sandbox.run(T.leak_shm_from_brief_children, suffix, 5, deadline_s=30, start=start)
+    names = report.value or []
+    try:
+        assert len(names) == 5, report.error
+        assert set(names) <= set(report.leaked_shm), (report.leaked_shm, report.unattributed_shm)
+        assert not any(os.path.exists(f"/dev/shm/{n}") for n in names)  # removed as the run's
+    finally:
+        for n in names:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"/dev/shm/{n}")
+
+
 def test_a_segment_without_a_pid_in_its_name_is_attributed_by_who_maps_it(tmp_path):
     name = f"psm_fi{tmp_path.name}"[:30]
     report = sandbox.run(T.leak_mapped_shm, name, deadline_s=10, linger_s=1.0)
