@@ -168,10 +168,14 @@ def announce_forks(fd: int) -> None:
     harness cannot tell from another program's. One write of 4 bytes is atomic on a pipe, so
     the announcements of concurrent forks never mix. (A process started by exec, a spawn
     worker, announces nothing: it takes far longer than one look to start.)"""
+    pipe = os.fstat(fd)
 
     def announce() -> None:
         with contextlib.suppress(OSError):  # full pipe, or the harness gone: sampling remains
-            os.write(fd, PID_RECORD.pack(os.getpid()))
+            now = os.fstat(fd)
+            # A target that closed the fd may have reused its number: write only to our pipe.
+            if (now.st_dev, now.st_ino) == (pipe.st_dev, pipe.st_ino):
+                os.write(fd, PID_RECORD.pack(os.getpid()))
 
     os.register_at_fork(after_in_child=announce)
 

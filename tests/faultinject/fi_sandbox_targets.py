@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pathlib
@@ -77,6 +78,32 @@ def leak_shm_from_brief_children(name_suffix: str, n: int) -> list[str]:
         os.waitpid(pid, 0)
         names.append(f"torch_{pid}_{name_suffix}")
     return names
+
+
+def fork_after_reusing_the_announcement_fd() -> bytes:
+    """Put a pipe of our own on the fd number the child's forks announce themselves on (a
+    target that closes fds and opens others), fork, and return what reached our pipe."""
+    import fcntl
+
+    # The announcement fd: the one write-only, non-blocking pipe end the child was given.
+    wanted = os.O_WRONLY | os.O_NONBLOCK
+    pipes = []
+    for n in map(int, os.listdir("/proc/self/fd")):
+        with contextlib.suppress(OSError):  # listdir's own fd is gone by now
+            if os.readlink(f"/proc/self/fd/{n}").startswith("pipe:"):
+                pipes.append(n)
+    (fd,) = [n for n in pipes if fcntl.fcntl(n, fcntl.F_GETFL) & wanted == wanted]
+    r, w = os.pipe()
+    os.dup2(w, fd)  # closes the announcement pipe; `fd` is now ours
+    os.close(w)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(fd)
+    got = os.read(r, 64)  # EOF at once (b""), unless the fork wrote here
+    os.close(r)
+    return got
 
 
 _MAPPED: list[object] = []

@@ -119,6 +119,11 @@ def test_a_segment_of_a_process_too_brief_to_sample_is_attributed(tmp_path, star
                 os.unlink(f"/dev/shm/{n}")
 
 
+def test_a_fork_does_not_announce_itself_on_an_fd_the_target_reused():
+    report = sandbox.run(T.fork_after_reusing_the_announcement_fd, deadline_s=30)
+    assert report.value == b"", report.error
+
+
 def test_a_segment_without_a_pid_in_its_name_is_attributed_by_who_maps_it(tmp_path):
     name = f"psm_fi{tmp_path.name}"[:30]
     report = sandbox.run(T.leak_mapped_shm, name, deadline_s=10, linger_s=1.0)
