@@ -71,7 +71,7 @@ def mark_baseline() -> None:
     resource tracker a spawn context starts) is the scenario's own set-up, not the loader's:
     leaks are measured against this moment instead of the target's start."""
     global _baseline
-    _baseline = (_fds(), _threads())
+    _baseline = (_fds(), threads_now())
 
 
 def set_linger(seconds: float) -> None:
@@ -118,17 +118,19 @@ def _resource_tracker_fd() -> int | None:
     return getattr(resource_tracker._resource_tracker, "_fd", None)
 
 
-def _threads() -> dict[int, str]:
+def threads_now() -> dict[int, str]:
+    """The threads alive now, by ident (their names)."""
     return {t.ident or 0: t.name for t in threading.enumerate()}
 
 
-def _settle(threads_before: dict[int, str], bound_s: float) -> None:
+def settle_threads(threads_before: dict[int, str], bound_s: float) -> None:
     """Give the threads the target started `bound_s` in all to finish what they were told.
 
     A loader's shutdown closes its queues asynchronously: `multiprocessing.Queue.close()` only
     hands its feeder thread a sentinel, and that thread closes both ends of the queue's pipe on
     its way out. Joined here (for `linger_s` at most, in all), such threads and fds are not counted
-    as leaks; a thread still alive after the bound is one.
+    as leaks; a thread still alive after the bound is one. (Also before the fd count a scenario
+    takes after each loader it drops: `faultinject._play`.)
     """
     deadline = time.monotonic() + bound_s
     for t in threading.enumerate():
@@ -194,7 +196,7 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     _channel = (out_fd, ack_fd)
     _child_pid = os.getpid()
     target, args, kwargs, linger_s, _ = job
-    _baseline = (_fds(), _threads())
+    _baseline = (_fds(), threads_now())
     _wire.send(out_fd, ("started", time.monotonic()))
     value: Any = None
     payload: bytes | None = None
@@ -223,7 +225,7 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
         linger_s = _linger
     # One wait for threads and processes together: linger_s in all.
     settled_by = time.monotonic() + linger_s
-    _settle(threads_before, linger_s)
+    settle_threads(threads_before, linger_s)
     lingering = _settle_children(max(0.0, settled_by - time.monotonic()))
     fds_after = _fds()
     # The pipe to multiprocessing's resource tracker (started by the first SharedMemory or
@@ -237,7 +239,7 @@ def _run_job(out_fd: int, ack_fd: int, job: Job) -> int:
     ]
     # The listdir above briefly opens /proc/self/fd itself; that fd is closed again.
     leaked_fds = [f for f in leaked_fds if not f.endswith(f"/proc/{os.getpid()}/fd")]
-    threads_after = _threads()
+    threads_after = threads_now()
     leaked_threads = sorted(
         name for ident, name in threads_after.items() if ident not in threads_before
     )

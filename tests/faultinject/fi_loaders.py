@@ -4,6 +4,7 @@ loaders that say what they cannot do, and loaders that leave something behind.""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from typing import Any
 
@@ -100,6 +101,33 @@ class LeavesAZombie(_StartsAHelper):
     """Its helper exits at once: a zombie."""
 
     helper = staticmethod(_exit_now)
+
+
+class ClosesLaterAfterTheFirst(DataLoader):
+    """Holds a pipe; the first instance closes it as it is dropped, each later one from a thread
+    a moment after (an `mp.Queue`'s feeder thread, whose timing varies from loader to loader)."""
+
+    made = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.pipe = os.pipe()
+        self.late = type(self).made > 0
+        type(self).made += 1
+
+    def __del__(self) -> None:
+        import threading
+
+        def close() -> None:
+            if self.late:
+                time.sleep(0.2)  # the scenario itself: a close that comes after the drop
+            for fd in self.pipe:
+                os.close(fd)
+
+        if self.late:
+            threading.Thread(target=close, name="closes-later").start()
+        else:
+            close()
 
 
 _PROCESS_HELPER: list[Any] = []

@@ -206,6 +206,16 @@ def test_structure_many_loaders_and_dispatch_epochs():
     assert sorted(r.items(1)) == [(i, 1) for i in range(4)]  # (item, epoch dispatched in)
 
 
+def test_a_dropped_loaders_fd_count_waits_for_the_threads_it_started():
+    """A close a loader's thread makes just after the drop is not counted as kept: each
+    loader's count is taken once its threads ended (bounded), so the counts are flat."""
+    r = run(L.ClosesLaterAfterTheFirst, Plan(n=2, loaders=3), deadline_s=60)
+    fds = [e.fds for e in r.of(None, LoaderDropped)]
+    assert len(fds) == 3
+    assert len(set(fds)) == 1, fds
+    assert not r.report.leaked_threads
+
+
 def test_describe_keeps_types_and_nesting():
     import torch
 
