@@ -199,12 +199,12 @@ class _Driver:
         event: type[E],
         epoch: int | None,
         start: float,
-        at: float | None = None,
+        end: float | None = None,
         **fields: Any,
     ) -> E:
         """Note one event to the harness (`epoch` None: the loader's, not an epoch's), timed
-        from `start` to `at` (default: now)."""
-        now = time.monotonic() if at is None else at
+        from `start` to `end` (default: now). (`at` is a field of Error's: where it was raised.)"""
+        now = time.monotonic() if end is None else end
         ev = event(epoch, now, now - start, **fields)
         sandbox.note(ev)
         return ev
@@ -519,7 +519,7 @@ class _Driver:
             # drop's time stops before this wait.
             _child.settle_threads(threads_before, SETTLE_S)
             fds = len(os.listdir("/proc/self/fd"))
-            self.note(LoaderDropped, None, start, at=dropped, fds=fds)
+            self.note(LoaderDropped, None, start, end=dropped, fds=fds)
 
 
 def drive(

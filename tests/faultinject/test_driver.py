@@ -41,6 +41,17 @@ def test_an_epoch_is_a_batch_event_per_next_then_stop():
     assert r.report.clean, r.report.leftovers()
 
 
+def test_a_len_that_raises_is_an_error_event_and_the_epoch_goes_on():
+    # An IterableDataset without __len__: torch's len(loader) raises TypeError.
+    plan = Plan(shards=(3,), kwargs={"batch_size": 2}, len_of_loader=True)
+    r = run(DataLoader, plan, deadline_s=60)
+    assert r.report is not None
+    assert r.report.outcome == "returned", r.report.error
+    error = r.first(Error, epoch=None)
+    assert (error.type, error.at) == ("TypeError", "len")
+    assert r.batches() == [[0, 1], [2]]
+
+
 def test_faults_go_where_they_fire():
     plan = Plan(
         n=6,
