@@ -329,7 +329,6 @@ class _Run:
         self.shm_known: set[str] = set()  # /dev/shm entries at the start or at a last look
         self.shm_used: set[str] = set()  # new /dev/shm entries a process of the run used
         self.forked: set[int] = set()  # pids the run's processes forked, as each announced itself
-        self.forked_buf = b""
         self.watch: dict[int, int] = {}  # pid -> pidfd, opened on kill_self
         self.started_at: float | None = None
         self.result: tuple | None = None
@@ -458,7 +457,8 @@ class _Run:
                 self._handle(msg)
 
     def drain_forked(self) -> None:
-        """Read the pids announced so far (4 bytes each; each write is one record: atomic)."""
+        """Read the pids announced so far. Every write is one 4-byte record, atomic on a pipe,
+        and a read asks for a multiple of 4: a read never ends inside a record."""
         while self.forked_r >= 0:
             try:
                 data = os.read(self.forked_r, 1 << 16)
@@ -468,10 +468,7 @@ class _Run:
                 os.close(self.forked_r)
                 self.forked_r = -1
                 return
-            data = self.forked_buf + data
-            whole = len(data) - len(data) % _child.PID_RECORD.size
-            self.forked.update(pid for (pid,) in _child.PID_RECORD.iter_unpack(data[:whole]))
-            self.forked_buf = data[whole:]
+            self.forked.update(pid for (pid,) in _child.PID_RECORD.iter_unpack(data))
 
     def _deadline(self) -> float:
         if self.started_at is None:

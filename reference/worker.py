@@ -138,13 +138,11 @@ def yield_to_the_loader() -> None:
 
     A worker sleeps until its next index comes and, woken, preempts whatever runs on the CPU it
     lands on. With more processes than CPUs that is often the loader's own process, the one
-    that hands the batches out: on 2 CPUs with 2 workers it was preempted 0.4-0.5 times per
-    cheap batch and made 9,700-10,000 batches/s; with its workers under SCHED_BATCH, 0 times
-    and 13,300-15,300/s (docs/reference.md). Nothing else changes: the worker keeps its nice
-    value and its share of the CPU; woken, it waits for the task on the CPU to sleep or use up
-    its slice instead of preempting it. A policy the user chose (not SCHED_OTHER) is left alone,
-    and ``worker_init_fn``, which runs after this, may set another. Off Linux, or where a
-    sandbox forbids the call, nothing is done.
+    that hands the batches out (measured side by side: docs/reference.md). Nothing else
+    changes: the worker keeps its nice value and its share of the CPU; woken, it waits for the
+    task on the CPU to sleep or use up its slice instead of preempting it. A policy the user
+    chose (not SCHED_OTHER) is left alone, and ``worker_init_fn``, which runs after this, may
+    set another. Off Linux, or where a sandbox forbids the call, nothing is done.
     """
     if not hasattr(os, "SCHED_BATCH"):
         return
