@@ -18,6 +18,10 @@ Nothing is built or loaded on import of this package.
 from __future__ import annotations
 
 import ctypes
+import os
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -25,7 +29,14 @@ import torch
 
 from loaderspec.fakeaccel import _build, _device
 
-__all__ = ["DEVICE", "BuildUnavailable", "available", "load", "pinned_allocations"]
+__all__ = [
+    "DEVICE",
+    "BuildUnavailable",
+    "available",
+    "build_elsewhere",
+    "load",
+    "pinned_allocations",
+]
 
 DEVICE = "fakeaccel"
 BuildUnavailable = _build.BuildUnavailable
@@ -61,6 +72,40 @@ def load(*, verbose: bool = False) -> str:
             torch._register_device_module(DEVICE, _device)
         _library = ctypes.CDLL(str(path))  # the same handle torch loaded; for the counters
         return DEVICE
+
+
+# A cold build under load (32 s at load 8), with room for the builds it queues behind.
+BUILD_TIMEOUT_S = 300.0
+
+
+def build_elsewhere(timeout_s: float = BUILD_TIMEOUT_S) -> str | None:
+    """Build the library in a child process, so that this one stays without the backend; return
+    None once it is built (at once when it already was), else why it is not.
+
+    For a process that must not load it but whose children will, under deadlines too short for
+    a cold build: the conformance cases' sandboxes get 20 s in all, and a build killed there
+    only leaves the next case the same build to do. The child is `python -m loaderspec.fakeaccel`
+    in its own session; on timeout that session (the compiler and ninja with it) is SIGKILLed.
+    """
+    if is_built():
+        return None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loaderspec.fakeaccel"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # its session is its process group: by its pid
+        proc.communicate()
+        return f"fakeaccel: the build did not finish in {timeout_s:g} s"
+    if proc.returncode != 0:
+        tail = out.strip().splitlines()[-1:] or ["no output"]
+        return f"fakeaccel: the build failed (exit {proc.returncode}): {tail[0]}"
+    return None
 
 
 def available() -> bool:

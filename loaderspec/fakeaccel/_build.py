@@ -4,10 +4,10 @@ Owns where the compiled library lives and when it is rebuilt; knows nothing of w
 registers. The build goes through ``torch.utils.cpp_extension.load``, so torch's own compiler
 flags and ABI settings apply. It needs a C++17 compiler and ``ninja``: Debian's ``ninja-build``,
 or PyPI's ``ninja`` in the same environment (found even when the venv is not activated). The
-library goes into a cache directory keyed by a hash of the source, torch's version and the Python
-ABI: the first build takes 15-60 s on 2 cores (13 s measured idle, 32 s under load 8; only
-ATen/c10 headers, no Python bindings), every later load is instant (0.2-0.5 s), and a source
-edit rebuilds.
+library goes into a cache directory keyed by a hash of the source, torch's version and location
+and the Python ABI: the first build takes 2-60 s on 2 cores (2-10 s in the build log of
+2026-11-27, 32 s under load 8; only ATen/c10 headers, no Python bindings), every later load is
+instant (0.2-0.5 s), and a source edit rebuilds.
 
 Cache root: ``$LOADERSPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/loaderspec``, else
 ``~/.cache/loaderspec``.
@@ -15,11 +15,14 @@ Cache root: ``$LOADERSPEC_CACHE_DIR``, else ``$XDG_CACHE_HOME/loaderspec``, else
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -50,9 +53,13 @@ def source_path() -> Path:
 
 
 def build_key() -> str:
-    """A hash of everything the binary depends on: source, torch version, Python ABI."""
+    """A hash of everything the binary depends on: source, torch version and location, Python
+    ABI. The location, because the build command names torch's headers by path: two venvs
+    sharing one directory would each rebuild the other's library on load, unseen by
+    ``built_library()``."""
     digest = hashlib.sha256(source_path().read_bytes())
     digest.update(torch.__version__.encode())
+    digest.update(str(Path(torch.__file__).parent).encode())
     digest.update(sys.implementation.cache_tag.encode())
     return digest.hexdigest()[:16]
 
@@ -106,26 +113,48 @@ def built_library() -> Path | None:
     return path if path.is_file() else None
 
 
-# torch's build lock (cpp_extension's FileBaton) is a file that a killed build leaves behind;
-# every later build would then wait on it for ever. No build of this library takes this long.
-STALE_LOCK_S = 600.0
+# torch's build lock (cpp_extension's FileBaton) is a file: a build killed mid-way (a deadline,
+# Ctrl-C) leaves it behind, and every later build waits on it for ever. So a build here first
+# takes an flock, which the kernel drops when its holder dies: its holder is the only builder
+# of the directory, and a torch lock it finds was left by a dead one.
+BUILD_FLOCK = "build.flock"
+# flock has no timeout; a build takes 2-60 s (more under load): 10 minutes is a stuck one.
+BUILD_WAIT_S = 600.0
+_POLL_S = 0.1  # as torch's own FileBaton polls its lock file
 
 
-def _remove_stale_lock(directory: Path) -> None:
-    """Delete the build lock if it is older than ``STALE_LOCK_S`` (its builder is long gone)."""
-    lock = directory / "lock"
+@contextlib.contextmanager
+def _sole_builder(directory: Path, wait_s: float = BUILD_WAIT_S) -> Iterator[None]:
+    """Hold the directory's build flock (waiting up to `wait_s`), torch's lock file removed.
+
+    Raises:
+        RuntimeError: another process held the flock for `wait_s`.
+    """
+    fd = os.open(directory / BUILD_FLOCK, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
-            lock.unlink()
-    except FileNotFoundError:
-        pass
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RuntimeError(
+                        f"fakeaccel: another process has been building in {directory} for "
+                        f"{wait_s:g} s (it holds {BUILD_FLOCK}); stop it, or wait for it"
+                    ) from None
+                time.sleep(_POLL_S)
+        (directory / "lock").unlink(missing_ok=True)
+        yield
+    finally:
+        os.close(fd)  # drops the flock
 
 
 def build_and_load(*, verbose: bool = False) -> Path:
     """Build (or reuse) the library and load it into this process; return its path.
 
-    ``cpp_extension.load`` takes a file lock in the build directory, so concurrent callers
-    (several pytest processes) build once and the others wait for it.
+    Concurrent callers (several pytest processes) build once: the others wait for the build
+    flock (``_sole_builder``), then load what it built.
 
     Raises:
         BuildUnavailable: the toolchain is missing (nothing was built or loaded).
@@ -137,15 +166,15 @@ def build_and_load(*, verbose: bool = False) -> Path:
         check_toolchain()
     directory = build_dir()
     directory.mkdir(parents=True, exist_ok=True)
-    _remove_stale_lock(directory)
-    load(
-        name=NAME,
-        sources=[str(source_path())],
-        extra_cflags=["-O1"],
-        build_directory=str(directory),
-        is_python_module=False,
-        verbose=verbose,
-    )
+    with _sole_builder(directory):
+        load(
+            name=NAME,
+            sources=[str(source_path())],
+            extra_cflags=["-O1"],
+            build_directory=str(directory),
+            is_python_module=False,
+            verbose=verbose,
+        )
     library = built_library()
     if library is None:  # load() returned without its output: a torch change, say so plainly
         raise RuntimeError(f"fakeaccel: build finished but {NAME}.so is not in {directory}")

@@ -215,19 +215,54 @@ def test_a_pip_installed_ninja_is_found_without_an_activated_venv(tmp_path, monk
     assert os.environ["PATH"].count(str(venv_bin)) == 1
 
 
-def test_a_stale_build_lock_is_removed_and_a_fresh_one_kept(tmp_path):
-    # A build killed mid-way leaves torch's lock file; later builds would wait on it for ever.
+def test_a_lock_left_by_a_killed_build_is_removed_by_the_next_builder(tmp_path):
+    # A build killed mid-way (a case's deadline) leaves torch's lock file, however fresh;
+    # before the build flock, every later build waited on it for ever (each pinning case hung
+    # in a clean CI).
     from loaderspec.fakeaccel import _build
 
     lock = tmp_path / "lock"
     lock.touch()
-    _build._remove_stale_lock(tmp_path)
-    assert lock.exists()  # someone may be building right now
-    old = lock.stat().st_mtime - _build.STALE_LOCK_S - 1
-    os.utime(lock, (old, old))
-    _build._remove_stale_lock(tmp_path)
-    assert not lock.exists()
-    _build._remove_stale_lock(tmp_path)  # no lock: nothing to do
+    with _build._sole_builder(tmp_path, wait_s=5):
+        assert not lock.exists()
+    with _build._sole_builder(tmp_path, wait_s=5):  # the flock was dropped on the way out
+        pass
+
+
+def test_a_builder_waits_for_a_live_one_and_gives_up_naming_it(tmp_path):
+    from loaderspec.fakeaccel import _build
+
+    with _build._sole_builder(tmp_path, wait_s=5):
+        (tmp_path / "lock").touch()  # the live builder's own torch lock: not touched
+        gives_up = pytest.raises(
+            RuntimeError, match=r"building in .* for 0.2 s \(it holds build.flock\)"
+        )
+        with gives_up, _build._sole_builder(tmp_path, wait_s=0.2):
+            pass
+        assert (tmp_path / "lock").exists()
+
+
+def test_the_build_directory_is_per_torch_installation(monkeypatch):
+    # The build command names torch's headers by path: two venvs sharing one directory would
+    # rebuild each other's library on load, in a child with a deadline, unseen by is_built().
+    from loaderspec.fakeaccel import _build
+
+    here = _build.build_key()
+    monkeypatch.setattr(torch, "__file__", "/elsewhere/site-packages/torch/__init__.py")
+    assert _build.build_key() != here
+
+
+def test_a_build_elsewhere_past_its_time_is_killed_with_its_session(tmp_path, monkeypatch):
+    import psutil
+
+    from loaderspec import fakeaccel
+
+    monkeypatch.setenv("LOADERSPEC_CACHE_DIR", str(tmp_path))  # nothing built there
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    why = fakeaccel.build_elsewhere(timeout_s=0.05)
+    assert why == "fakeaccel: the build did not finish in 0.05 s"
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    assert fakeaccel.is_built() is False
 
 
 # --------------------------------------------------------------------------------------------
