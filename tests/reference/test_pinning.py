@@ -252,7 +252,7 @@ def test_the_build_directory_is_per_torch_installation(monkeypatch):
     assert _build.build_key() != here
 
 
-def test_a_build_elsewhere_past_its_time_is_killed_with_its_session(tmp_path, monkeypatch):
+def test_a_build_elsewhere_past_its_time_is_stopped_and_says_why(tmp_path, monkeypatch):
     import psutil
 
     from loaderspec import fakeaccel
