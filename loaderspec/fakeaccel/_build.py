@@ -5,7 +5,7 @@ registers. The build goes through ``torch.utils.cpp_extension.load``, so torch's
 flags and ABI settings apply. It needs a C++17 compiler and ``ninja``: Debian's ``ninja-build``,
 or PyPI's ``ninja`` in the same environment (found even when the venv is not activated). The
 library goes into a cache directory keyed by a hash of the source, torch's version and location
-and the Python ABI: the first build takes 2-60 s on 2 cores (2-10 s in the build log of
+and the Python ABI: the first build takes 2-60 s on 2 cores (2-11 s in the build log of
 2026-11-27, 32 s under load 8; only ATen/c10 headers, no Python bindings), every later load is
 instant (0.2-0.5 s), and a source edit rebuilds.
 

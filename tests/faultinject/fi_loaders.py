@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 import time
 from typing import Any
 
@@ -116,18 +117,15 @@ class ClosesLaterAfterTheFirst(DataLoader):
         type(self).made += 1
 
     def __del__(self) -> None:
-        import threading
-
-        def close() -> None:
-            if self.late:
-                time.sleep(0.2)  # the scenario itself: a close that comes after the drop
-            for fd in self.pipe:
-                os.close(fd)
-
         if self.late:
-            threading.Thread(target=close, name="closes-later").start()
+            threading.Thread(target=self._close, args=(0.2,), name="closes-later").start()
         else:
-            close()
+            self._close(0.0)
+
+    def _close(self, after_s: float) -> None:
+        time.sleep(after_s)  # the scenario itself: a close that comes after the drop
+        for fd in self.pipe:
+            os.close(fd)
 
 
 _PROCESS_HELPER: list[Any] = []
