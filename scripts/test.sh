@@ -30,10 +30,17 @@ side=0
 if [ "$#" -eq 0 ]; then
     # The whole suite as two pytest processes side by side: one pytest leaves a core of the
     # 2-core CI machine idle most of the time (most tests use one core; the broken-loader runs
-    # mostly wait on bounded timeouts). SIDE: the broken-loader module first (its dozen
-    # conformance runs), then TLC's models and the bench smoke test, so that both halves end
-    # close together. Its report follows the main one's.
-    side_files=(tests/conformance/test_conformance_broken.py tests/spec/test_models.py tests/bench)
+    # mostly wait on bounded timeouts). Beside the rest: the broken-loader module first (its
+    # dozen conformance runs), then TLC's models, the bench smoke test, the wheel's install and
+    # the reference's drawn traces, so that both halves end close together. Its report follows
+    # the main one's.
+    side_files=(
+        tests/conformance/test_conformance_broken.py
+        tests/spec/test_models.py
+        tests/bench
+        tests/conformance/test_wheel_install.py
+        tests/trace/test_reference_traces.py
+    )
     .venv/bin/python -m pytest "${side_files[@]}" -q --durations=10 >"$side_out" 2>&1 &
     side_pid=$!
     ignore=()
