@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: sets up (scripts/setup.sh, with the `docs` extra: tests/docs/ builds the
 # documentation site), then lints, type-checks and runs the test suite.
-# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k trace -x`.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k trace -x`: then the tests run in
+# one pytest; without them, in two side by side (below).
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOADERSPEC_EXTRAS="docs${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}" bash "$top/scripts/setup.sh"
@@ -33,7 +34,8 @@ if [ "$#" -eq 0 ]; then
     # mostly wait on bounded timeouts). Beside the rest: the broken-loader module first (its
     # dozen conformance runs), then TLC's models, the bench smoke test, the wheel's install and
     # the reference's drawn traces, so that both halves end close together. Its report follows
-    # the main one's.
+    # the main one's. It keeps no pytest cache: two sessions would overwrite each other's
+    # record of the last failures (`--lf` reads the main run's).
     side_files=(
         tests/conformance/test_conformance_broken.py
         tests/spec/test_models.py
@@ -41,7 +43,8 @@ if [ "$#" -eq 0 ]; then
         tests/conformance/test_wheel_install.py
         tests/trace/test_reference_traces.py
     )
-    .venv/bin/python -m pytest "${side_files[@]}" -q --durations=10 >"$side_out" 2>&1 &
+    .venv/bin/python -m pytest "${side_files[@]}" -q --durations=10 -p no:cacheprovider \
+        >"$side_out" 2>&1 &
     side_pid=$!
     ignore=()
     for f in "${side_files[@]}"; do ignore+=("--ignore=$f"); done
