@@ -7,7 +7,9 @@ from __future__ import annotations
 import gc
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from loaderspec.reference import DataLoader
@@ -30,16 +32,25 @@ class SelfKillingDataset:
         return i
 
 
+def _take_all(it: Iterator[Any], into: list[int]) -> None:
+    for batch in it:
+        into.append(int(batch))
+
+
 @pytest.mark.slow
 def test_a_worker_that_sigkills_itself_unlogged_is_accepted(tmp_path: Path, no_child_left):
     with tracewriter.trace_to(tmp_path):
         it = iter(DataLoader(SelfKillingDataset(8, 3), batch_size=1, num_workers=2))
-        got = [next(it) for _ in range(3)]
+        got: list[int] = []
         with pytest.raises(RuntimeError, match="exited unexpectedly"):
-            next(it)  # item 3's worker is dead
+            _take_all(it, got)  # item 3's worker dies: the error ends it
         del it
         gc.collect()
-    assert [int(b) for b in got] == [0, 1, 2]
+    # How many batches come out first is the schedule's: the death is reported at the first
+    # next() after the main process sees it, and under load worker 1 may fetch items 1 and 3 and
+    # die before batch 2 (or even 0) has been read. Never item 3, never out of order.
+    assert got == list(range(len(got)))
+    assert len(got) <= 3
     (run,) = tracecheck.runs_of([tmp_path])
     actions = [r.action for r in run.records]
     assert "MainDetectWorkerFailure" in actions
