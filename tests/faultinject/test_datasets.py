@@ -36,11 +36,15 @@ pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_child_left")]
 
 # Generous: torch notices a dead worker through SIGCHLD at once, or its 5 s status poll.
 DEATH_BOUND_S = 15.0
+LINGER_S = 5.0
 
 
 def in_sandbox(target, *args, **kwargs):
-    """Run a fi_loader_targets scenario in a sandbox; fail on anything it leaves behind."""
-    report = sandbox.run(target, *args, deadline_s=30, **kwargs)
+    """Run a fi_loader_targets scenario in a sandbox; fail on anything it leaves behind
+    (torch's shutdown after a killed worker joins the rest and their queues' feeder threads
+    asynchronously: at load 7 it has outlasted the default 1 s linger; the wait ends as soon as
+    all is gone)."""
+    report = sandbox.run(target, *args, deadline_s=30, linger_s=LINGER_S, **kwargs)
     assert report.outcome == "returned", report.error
     assert report.clean, report.leftovers()
     return report.value
