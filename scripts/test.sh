@@ -33,12 +33,12 @@ if [ "$#" -eq 0 ]; then
     # 2-core CI machine idle most of the time (most tests use one core; the broken-loader runs
     # mostly wait on bounded timeouts). Beside the rest: the broken-loader module first (its
     # dozen conformance runs), then TLC's models, the bench smoke test and the wheel's install,
-    # so that both halves end close together. Its report follows the main
-    # one's. It keeps no pytest cache: two sessions would overwrite each other's
-    # record of the last failures (`--lf` reads the main run's). It runs at a lower priority
-    # (nice 5, inherited by its conformance runs and TLC): at equal priority the load reached 7
-    # and timing-bound tests of the rest failed in two of six runs; this way the rest's
-    # processes are scheduled first and the side run mostly takes the CPU they leave idle.
+    # so that both halves end close together. Its report follows the main one's. It keeps no
+    # pytest cache: two sessions would overwrite each other's record of the last failures
+    # (`--lf` reads the main run's). It runs at a lower priority (nice 5, inherited by its
+    # conformance runs and TLC): at equal priority the load reached 7 and timing-bound tests of
+    # the rest failed in two of six runs; this way the rest's processes are scheduled first and
+    # the side run mostly takes the CPU they leave idle.
     side_files=(
         tests/conformance/test_conformance_broken.py
         tests/spec/test_models.py
