@@ -7,9 +7,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from loaderspec.reference import DataLoader
@@ -32,18 +30,13 @@ class SelfKillingDataset:
         return i
 
 
-def _take_all(it: Iterator[Any], into: list[int]) -> None:
-    for batch in it:
-        into.append(int(batch))
-
-
 @pytest.mark.slow
 def test_a_worker_that_sigkills_itself_unlogged_is_accepted(tmp_path: Path, no_child_left):
     with tracewriter.trace_to(tmp_path):
         it = iter(DataLoader(SelfKillingDataset(8, 3), batch_size=1, num_workers=2))
         got: list[int] = []
         with pytest.raises(RuntimeError, match="exited unexpectedly"):
-            _take_all(it, got)  # item 3's worker dies: the error ends it
+            got.extend(int(b) for b in it)  # item 3's worker dies: the error ends it
         del it
         gc.collect()
     # How many batches come out first is the schedule's: the death is reported at the first
