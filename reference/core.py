@@ -30,6 +30,10 @@ Theory of operation (torch's ``_MultiProcessingDataLoaderIter``, made explicit):
   refuses what it refuses, and the row's proposal (``PROPOSALS``) asks it, adding only torch's
   policy of *when* it tries the action (the put budget, a wait only while next() waits) and the
   parameters it picks.
+* Four actions are enabled only by an event the world reports (``ALARM_ACTIONS``: a death, the
+  pin thread's death, a wait that ran out, a shard run dry). Until one is reported (``alarm``)
+  ``next_action()`` walks the rows without them (``_QUIET_ROWS``): the same answers, with 4
+  guards fewer on the steps of almost every batch.
 * Events that are not spec actions: ``worker_ended(w)`` (a worker process ended; a death while
   the iterator depends on it enables ``MainDetectWorkerFailure``), ``pin_thread_died()`` (enables
   ``MainDetectPinFailure``), ``deadline_passed()`` (a wait ran out: ``MainTimeout``, unless a
@@ -129,10 +133,13 @@ class Decided(_State):
 
 
 _A, _P, _R, _S = Action, Phase, Request, Stage
-# The actions of every batch, as module names: ``Action.X`` is a descriptor call each time.
+# What every batch's steps compare with, as module names: ``Action.X`` (any enum member read
+# off its class) takes ~130 ns on Python 3.11, a module name ~15 ns.
 _TRY_PUT, _GET, _PROCESS = _A.MAIN_TRY_PUT_INDEX, _A.MAIN_GET_DATA, _A.MAIN_PROCESS_DATA
 _CALL = _A.MAIN_CALL_NEXT
-_DATA = Kind.DATA
+_DATA, _ERROR, _EXHAUSTED, _RESUME = Kind.DATA, Kind.ERROR, Kind.EXHAUSTED, Kind.RESUME
+_RUNNING, _RESUMING, _FAILED = _P.RUNNING, _P.RESUMING, _P.FAILED
+_NEXT, _REFILL, _SHUTDOWN = _R.NEXT, _R.REFILL, _R.SHUTDOWN
 # Step(...) without NamedTuple's Python-level __new__ (half the cost), for the per-batch steps.
 _new_step = tuple.__new__
 
@@ -311,8 +318,7 @@ class Failure:
     detail: str = ""  # the failed read's error, or why the pin thread died
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
     """What ``process_data`` hands to the shell: one result, in its turn."""
 
     idx: int
@@ -356,6 +362,10 @@ class ProtocolCore:
         self.ended: set[int] = set()  # workers whose process has ended (worker_ended)
         self.pin_dead: str | None = None  # why the pin thread died (pin_thread_died), if it did
         self.deadline = False  # the current wait ran out (deadline_passed)
+        # Whether an event has enabled one of the ALARM_ACTIONS (a cached _alarmed()): while
+        # not, next_action() walks the rows without them (_QUIET_ROWS), whose guards would all
+        # refuse: the steps of almost every batch.
+        self.alarm = False
         # Shutdown state, across epochs.
         self.shutdown = False
         self.stage = Stage.OPEN
@@ -382,6 +392,7 @@ class ProtocolCore:
         self._ready: int | None = None  # in_order=False: the result to hand out now
         self.exhausted_worker: int | None = None  # worker whose exhaustion awaits marking
         self.exhausted_task = -1
+        self.alarm = self._alarmed()
         # What a checkpoint describes (docs/checkpoint.md): the tasks handed out this epoch, as
         # the lowest idx not handed out plus the handed ones above it (in_order=False: at most
         # the prefetch window), and per worker how many of its results were handed out.
@@ -412,6 +423,17 @@ class ProtocolCore:
             "pin_memory_thread_done_event": self.pin_memory
             and stage in (Stage.PIN_TOLD, Stage.PIN_GONE, Stage.WORKERS_TOLD),
         }
+
+    def _alarmed(self) -> bool:
+        """Whether an event has been reported that may enable one of the ``ALARM_ACTIONS``: a
+        worker ended, the pin thread died, a wait ran out, a shard ran dry and awaits marking.
+        Without one, each of their guards refuses."""
+        return (
+            bool(self.ended)
+            or self.pin_dead is not None
+            or self.deadline
+            or self.exhausted_worker is not None
+        )
 
     def _violation(self, action: Action, why: str) -> ProtocolViolation:
         state = {"phase": self.phase.value, "stage": self.stage.value, **self.snapshot()}
@@ -455,6 +477,7 @@ class ProtocolCore:
     def worker_ended(self, worker: int) -> None:
         """Event: ``worker``'s process ended (found by its sentinel, or a torn message)."""
         self.ended.add(worker)
+        self.alarm = True
 
     def sampler_ran_dry(self) -> None:
         """Event: the sampler raised StopIteration when asked for the next task's index."""
@@ -463,11 +486,13 @@ class ProtocolCore:
     def pin_thread_died(self, detail: str) -> None:
         """Event: the pin-memory thread is gone, and everything it passed on has been read."""
         self.pin_dead = detail
+        self.alarm = True
 
     def deadline_passed(self) -> None:
         """Event: a wait ran past the loader's ``timeout`` (reported with the deaths the port
         could see at that moment, so that a death wins over the timeout)."""
         self.deadline = True
+        self.alarm = True
 
     def next_action(self) -> Step | None:
         """The main-process action to take now for the current request, or None when it is served.
@@ -476,10 +501,10 @@ class ProtocolCore:
             ProtocolViolation: the request cannot be served in this phase (a failed iterator is
                 asked for a batch, say); the state is unchanged.
         """
-        if self.request is Request.SHUTDOWN and self.shutdown:
+        if self.request is _SHUTDOWN and self.shutdown:
             row = _SHUTDOWN_PROPOSAL_ROWS[self.stage]
         else:
-            found = _PROPOSAL_ROWS[self.request].get(self.phase)
+            found = (_PROPOSAL_ROWS if self.alarm else _QUIET_ROWS)[self.request].get(self.phase)
             if found is None:
                 why = f"{self.request.value} is asked in phase={self.phase.value}"
                 raise self._violation(_REQUEST_ACTION[self.request], why)
@@ -504,18 +529,23 @@ class ProtocolCore:
         torch pulls an index first and drops it when no worker qualifies; asking first means an
         index is never pulled from the sampler without a worker to take it.
         """
-        if self.phase is not Phase.RUNNING or self.shutdown:
+        if self.phase is not _RUNNING or self.shutdown:
             return None
         if len(self.task_info) >= self.max_tasks:  # the reorder window is full (PrefetchBound)
             return None
-        active = sum(self.workers_status)
-        for step in range(self.num_workers):
-            w = (self.worker_queue_idx + step) % self.num_workers
-            if not self.workers_status[w]:
-                continue
-            # in_order=False: keep each worker's share fair so one slow worker cannot hold
-            # every prefetch slot (torch's rule).
-            if self.in_order or self.workers_num_tasks[w] < self.max_tasks // active:
+        status, n = self.workers_status, self.num_workers
+        if self.in_order:
+            for step in range(n):
+                w = (self.worker_queue_idx + step) % n
+                if status[w]:
+                    return w
+            return None
+        # in_order=False: keep each worker's share fair so one slow worker cannot hold every
+        # prefetch slot (torch's rule).
+        share = self.max_tasks // sum(status) if any(status) else 0
+        for step in range(n):
+            w = (self.worker_queue_idx + step) % n
+            if status[w] and self.workers_num_tasks[w] < share:
                 return w
         return None
 
@@ -527,7 +557,7 @@ class ProtocolCore:
         """
         return (
             self.workers_status[worker]
-            and self.phase in (Phase.RUNNING, Phase.RESUMING)
+            and self.phase in (_RUNNING, _RESUMING)
             and not self.shutdown
         )
 
@@ -542,21 +572,15 @@ class ProtocolCore:
     def waits_for_data(self) -> bool:
         """The spec's ``WaitsForData``: in order, for ``rcvd_idx``'s result (outstanding at an
         active worker); with in_order=False, for any result while none is buffered; or the acks."""
-        if self.phase is Phase.RESUMING:
+        phase = self.phase
+        if phase is _RESUMING:
             return True
-        if self.phase is not Phase.RUNNING:
+        if phase is not _RUNNING:
             return False
         if self.in_order:
             info = self.task_info.get(self.rcvd_idx)
             return info is not None and not info[1] and self.workers_status[info[0]]
         return self.tasks_outstanding > 0 and not any(b for _, b in self.task_info.values())
-
-    def _skippable(self) -> bool:
-        """The spec's ``Skippable(rcvd_idx)``: handed out already, or a retired worker's slot."""
-        if self.rcvd_idx >= self.send_idx:
-            return False
-        info = self.task_info.get(self.rcvd_idx)
-        return info is None or (not info[1] and not self.workers_status[info[0]])
 
     def _hand_out_idx(self) -> int:
         """The task whose result ``process_data`` hands out (once its guard holds): the one just
@@ -588,7 +612,7 @@ class ProtocolCore:
         if why is not None:
             raise self._violation(act, why)
         self.phase = target
-        self.in_call = target is not Phase.FAILED
+        self.in_call = target is not _FAILED
         self.last = _CALL_STEP
 
     # ---------------------------------------------------------- dispatch --------------------
@@ -622,9 +646,10 @@ class ProtocolCore:
         self.tasks_outstanding -= 1
         self.task_info[idx][1] = True
         self.last = _new_step(Step, (act, worker, idx, kind))
-        if kind is Kind.EXHAUSTED:
+        if kind is _EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
+            self.alarm = True
             return
         self._results[idx] = (kind, payload)
         if not self.in_order:
@@ -644,6 +669,7 @@ class ProtocolCore:
         task = self.exhausted_task
         del self.task_info[task]
         self.exhausted_worker = None
+        self.alarm = self._alarmed()
         self.workers_status[worker] = False
         self._put_budget += 1  # torch tries a put after retiring a worker
         self.last = Step(act, worker, task)
@@ -669,10 +695,10 @@ class ProtocolCore:
         self.workers_num_tasks[worker] -= 1
         self._put_budget += 1  # torch tries a put after each hand-out
         self.in_call = False  # next() returns (the refill after it is between calls)
-        if self.request is Request.NEXT:
-            self.request = Request.REFILL
+        if self.request is _NEXT:
+            self.request = _REFILL
         self.last = _new_step(Step, (act, worker, idx, kind))
-        return Delivery(idx, worker, kind, payload)
+        return _new_step(Delivery, (idx, worker, kind, payload))
 
     def _count_handed(self, idx: int, worker: int) -> None:
         """Record a hand-out for checkpoints (``handed_out``)."""
@@ -895,7 +921,7 @@ def _get_guard(core: ProtocolCore, worker: int, idx: int, kind: Kind) -> str | N
     info = core.task_info.get(idx)
     if info is None or info[0] != worker or info[1]:
         return f"task {idx} is not outstanding at worker {worker}"
-    if kind is not _DATA and (kind is Kind.RESUME or not (kind is Kind.ERROR or core.iterable)):
+    if kind is not _DATA and (kind is _RESUME or not (kind is _ERROR or core.iterable)):
         return f"a {kind.value!r} message is not a result here"
     return None
 
@@ -908,7 +934,12 @@ def _process_guard(core: ProtocolCore) -> str | None:
 
 
 def _skip_guard(core: ProtocolCore) -> str | None:
-    return None if core._skippable() else "rcvd_idx's slot is live"
+    # The spec's Skippable(rcvd_idx): handed out already, or a retired worker's slot.
+    if core.rcvd_idx < core.send_idx:
+        info = core.task_info.get(core.rcvd_idx)
+        if info is None or (not info[1] and not core.workers_status[info[0]]):
+            return None
+    return "rcvd_idx's slot is live"
 
 
 def _mark_guard(core: ProtocolCore, worker: int) -> str | None:
@@ -1128,6 +1159,25 @@ _PROPOSAL_ROWS = {
 }
 _SHUTDOWN_PROPOSAL_ROWS = {
     stage: tuple(_try(a) for a in row) for stage, row in SHUTDOWN_ACTIONS.items()
+}
+# The actions an event the world reports enables, and nothing else: a worker's death
+# (worker_ended), the pin thread's (pin_thread_died), a wait that ran out (deadline_passed), a
+# shard that ran dry (its exhaustion message). Until one is reported (ProtocolCore.alarm) their
+# guards refuse, so next_action() walks the same rows without them: the same answer, from 4
+# fewer guards on each step of a batch.
+ALARM_ACTIONS = frozenset(
+    {
+        _A.MAIN_DETECT_WORKER_FAILURE,
+        _A.MAIN_DETECT_PIN_FAILURE,
+        _A.MAIN_TIMEOUT,
+        _A.MAIN_MARK_WORKER_UNAVAILABLE,
+    }
+)
+_QUIET_ROWS = {
+    request: {
+        phase: tuple(_try(a) for a in row if a not in ALARM_ACTIONS) for phase, row in rows.items()
+    }
+    for request, rows in NEXT_ACTIONS.items()
 }
 
 # The actions next_action() never answers: they are taken on what the world reports (a worker

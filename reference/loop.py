@@ -201,6 +201,7 @@ def _methods(cls: type) -> dict[Action | UserAction, Callable[..., Any]]:
 _TRY_PUT, _GET, _PROCESS = Action.MAIN_TRY_PUT_INDEX, Action.MAIN_GET_DATA, Action.MAIN_PROCESS_DATA
 _CALL = Action.MAIN_CALL_NEXT
 _JOIN = Action.MAIN_JOIN_WORKER
+_NEXT = Request.NEXT
 
 
 # ------------------------------------------------------------- the IO of each action ---------
@@ -404,7 +405,7 @@ def next_batch(core: ProtocolCore, port: Port) -> Delivery:
             every later call raises it again, reading nothing).
         ProtocolViolation: the core cannot serve ``next()`` now (a dropped iterator, say).
     """
-    core.ask(Request.NEXT)
+    core.ask(_NEXT)
     delivery = _run(core, port)
     if delivery is None:
         raise RuntimeError(f"the protocol core served next() with no hand-out: {core.snapshot()}")

@@ -60,8 +60,8 @@ class Result(NamedTuple):
 
     def to_wire(self) -> tuple[Any, ...]:
         if self.origin is None:
-            return (self.idx, self.kind.value, self.payload)
-        return (self.idx, self.kind.value, self.payload, self.origin)
+            return (self.idx, _WIRE_KINDS[self.kind], self.payload)
+        return (self.idx, _WIRE_KINDS[self.kind], self.payload, self.origin)
 
     @classmethod
     def from_wire(cls, raw: tuple[Any, ...]) -> Result:
@@ -82,6 +82,7 @@ class Traced(NamedTuple):
 
 _new = tuple.__new__  # a NamedTuple from a tuple of all its fields, without its __new__
 _KINDS = {kind.value: kind for kind in Kind}  # Kind(value) is a Python-level Enum call
+_WIRE_KINDS = {kind: kind.value for kind in Kind}  # kind.value: ~140 ns on 3.11, this ~20
 
 IndexMessage = Task | str | None  # a Task, RESUME or SENTINEL
 

@@ -20,12 +20,14 @@ from typing import Any
 
 from loaderspec.reference import loop
 from loaderspec.reference.core import (
+    ALARM_ACTIONS,
     Delivery,
     Kind,
     ProtocolConfig,
     ProtocolCore,
     ProtocolViolation,
     Stage,
+    _try,
 )
 from loaderspec.reference.messages import (
     Arrived,
@@ -217,6 +219,15 @@ class World:
         if self.cfg.in_order:
             assert idxs == sorted(idxs), "InOrderDelivery"
         assert all(e == core.epoch for e, _ in self.handed_out), "NoStaleEpochDelivery"
+        # The core walks its rows without the ALARM_ACTIONS while no event is reported:
+        # the cached flag must be the state's, and each of those actions refused there.
+        assert core.alarm == core._alarmed(), "alarm is stale"
+        if not core.alarm:
+            for action in ALARM_ACTIONS:
+                ask, step, pick = _try(action)
+                proposed = ask(core)
+                refused = proposed is not None if step or pick else proposed is None
+                assert refused, f"{action.value} is enabled while no event is reported"
 
     def check_end_of_epoch(self) -> None:
         """After StopIteration: NoSilentLoss and, without faults, ExactlyOnce."""
