@@ -362,9 +362,9 @@ class ProtocolCore:
         self.ended: set[int] = set()  # workers whose process has ended (worker_ended)
         self.pin_dead: str | None = None  # why the pin thread died (pin_thread_died), if it did
         self.deadline = False  # the current wait ran out (deadline_passed)
-        # Whether an event has enabled one of the ALARM_ACTIONS (a cached _alarmed()): while
-        # not, next_action() walks the rows without them (_QUIET_ROWS), whose guards would all
-        # refuse: the steps of almost every batch.
+        # Whether an event has enabled one of the ALARM_ACTIONS: _alarmed(), cached, and
+        # recomputed wherever what it reads changes. While not, next_action() walks the rows
+        # without them (_QUIET_ROWS), whose guards would all refuse: almost every batch's steps.
         self.alarm = False
         # Shutdown state, across epochs.
         self.shutdown = False
@@ -477,7 +477,7 @@ class ProtocolCore:
     def worker_ended(self, worker: int) -> None:
         """Event: ``worker``'s process ended (found by its sentinel, or a torn message)."""
         self.ended.add(worker)
-        self.alarm = True
+        self.alarm = self._alarmed()
 
     def sampler_ran_dry(self) -> None:
         """Event: the sampler raised StopIteration when asked for the next task's index."""
@@ -486,13 +486,13 @@ class ProtocolCore:
     def pin_thread_died(self, detail: str) -> None:
         """Event: the pin-memory thread is gone, and everything it passed on has been read."""
         self.pin_dead = detail
-        self.alarm = True
+        self.alarm = self._alarmed()
 
     def deadline_passed(self) -> None:
         """Event: a wait ran past the loader's ``timeout`` (reported with the deaths the port
         could see at that moment, so that a death wins over the timeout)."""
         self.deadline = True
-        self.alarm = True
+        self.alarm = self._alarmed()
 
     def next_action(self) -> Step | None:
         """The main-process action to take now for the current request, or None when it is served.
@@ -649,7 +649,7 @@ class ProtocolCore:
         if kind is _EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
-            self.alarm = True
+            self.alarm = self._alarmed()
             return
         self._results[idx] = (kind, payload)
         if not self.in_order:
