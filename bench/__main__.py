@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import math
 import os
 import platform
 import re
@@ -66,6 +67,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="throughput repeats per loader (default 5: a 94 %% interval per ratio; quick: 1)",
     )
     parser.add_argument(
+        "--window",
+        type=_seconds,
+        metavar="S",
+        help="throughput: seconds each rate is measured over, after the epoch's first batch "
+        f"(default {throughput.WINDOW_S[False]:g}; quick: {throughput.WINDOW_S[True]:g}); "
+        "longer gives tighter intervals, in proportion more time",
+    )
+    parser.add_argument(
         "--noise-floor",
         action="store_true",
         help="throughput: also measure the reference a second time, as another loader, and "
@@ -78,6 +87,17 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="throughput: only these workloads (repeatable; default: every sweep point)",
     )
     return parser.parse_args(argv)
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds (``--window``), or argparse's one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds, e.g. 8")
+    return value
 
 
 def machine() -> dict[str, object]:
@@ -117,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "mode": "quick" if args.quick else "full",
         "deadline_s": deadline,
         "repeats": repeats,
+        "window_s": args.window or throughput.WINDOW_S[args.quick],
         "loaders": {name: reason or "available" for name, reason in loaders.items()},
     }
     print(
@@ -142,7 +163,13 @@ def main(argv: list[str] | None = None) -> int:
         print(render(part), flush=True)
     if "throughput" in sections:
         works, runs = throughput.run_all(
-            measured, args.quick, repeats, 300.0, _progress, only=args.workload
+            measured,
+            args.quick,
+            repeats,
+            300.0,
+            _progress,
+            only=args.workload,
+            window_s=args.window,
         )
         summary = throughput.summarize(works, runs)
         part = throughput.rows(works, summary, measured)

@@ -63,6 +63,16 @@ def _table(head: list[str], body: Iterable[list[str]]) -> list[str]:
     return [*lines, ""]
 
 
+def _sizes(meta: dict[str, Any]) -> str:
+    """How many repeats and how long a rate's window, where the run recorded them."""
+    parts = []
+    if meta.get("repeats"):
+        parts.append(f"{meta['repeats']} repeat{'s' * (meta['repeats'] != 1)} per loader")
+    if meta.get("window_s"):
+        parts.append(f"each rate over {meta['window_s']:g} s")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _page(
     rows: list[Row],
     meta: dict[str, Any],
@@ -79,7 +89,7 @@ def _page(
         "",
         f"{meta['date']}; {meta['platform']}; {meta['cpus']} CPUs; Python {meta['python']}, "
         f"torch {meta['torch']}; load average at the start {_loads(load)}, at the end "
-        f"{_loads(end)}. Ratios are taken between figures of this run.",
+        f"{_loads(end)}. Ratios are taken between figures of this run{_sizes(meta)}.",
         "",
     ]
     lines += _table(

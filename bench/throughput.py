@@ -51,8 +51,10 @@ NOISE_FLOOR_OF = "reference"
 PEERS_EXCLUDED = ("torch", "reference", NOISE_FLOOR)
 # Each rate is measured over this many seconds after the epoch's first batch (quick: True):
 # long enough that one scheduler hiccup is a small part of it (at 2 s the repeats' spread fell
-# from +-30 % to a few %; docs/bench.md), short enough for a sweep of every loader. A workload's
-# ``batches`` is the epoch's length, a cap sized to outlast the window at the fastest rates seen.
+# from +-30 % to a few %; docs/bench.md), short enough for a sweep of every loader. ``--window``
+# sets another: 8 s halved the A/A interval of cheap epochs against 1-2 s on 2026-11-28
+# (docs/bench.md), at four times the time. A workload's ``batches`` is the epoch's length, a
+# cap sized to outlast the window at the fastest rates seen.
 WINDOW_S = {False: 2.0, True: 0.2}
 
 
@@ -97,14 +99,16 @@ AXES = {
 }
 
 
-def workloads(quick: bool) -> list[Workload]:
-    """The sweeps, sized for ``--quick`` (seconds in all) or a full run (a few minutes)."""
+def workloads(quick: bool, window_s: float | None = None) -> list[Workload]:
+    """The sweeps, sized for ``--quick`` (seconds in all) or a full run (a few minutes), each
+    epoch long enough to outlast a rate's window of ``window_s`` (default ``WINDOW_S``)."""
+    longer = max(1.0, (window_s or WINDOW_S[quick]) / WINDOW_S[quick])
 
     def n(full: int) -> int:
         # The full caps are 20x these: each outlasts a 2 s window at about 1.5x the fastest
         # rate seen here (60,000 cheap batches against ~20,000/s; 12,000 1 MB batches against
-        # ~2,600/s: 3,000 ended inside the window on 2026-11-26).
-        return max(4, full // 25) if quick else full * 20
+        # ~2,600/s: 3,000 ended inside the window on 2026-11-26); a longer window, longer caps.
+        return math.ceil((max(4, full // 25) if quick else full * 20) * longer)
 
     return [
         Workload(
@@ -280,11 +284,12 @@ def run_all(
     deadline_s: float,
     progress: Callable[[str], None],
     only: list[str] | None = None,
+    window_s: float | None = None,
 ) -> tuple[list[Workload], dict[str, list[dict[str, Any]]]]:
     """Every workload (or those named in ``only``) for every available loader, ``repeats``
-    times, loaders alternating."""
-    works = [w for w in workloads(quick) if not only or w.name in only]
-    window_s = WINDOW_S[quick]
+    times, loaders alternating, each rate over ``window_s`` seconds (default ``WINDOW_S``)."""
+    window_s = window_s or WINDOW_S[quick]
+    works = [w for w in workloads(quick, window_s) if not only or w.name in only]
     available = [name for name, miss in names.items() if not miss]
     runs = alternate(
         available,

@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from bench import faults, resume, spec, stages, throughput
+from bench.__main__ import main as bench_main
 from bench.rows import Row, na, render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -141,10 +142,12 @@ def test_quick_run_prints_every_row(tmp_path):
     ):
         assert by_name[name]["value"] is not None, by_name[name]
     assert doc["meta"]["mode"] == "quick"
+    assert doc["meta"]["window_s"] == throughput.WINDOW_S[True]
     assert set(doc["meta"]["loaders"]) == set(LOADERS)
     # The results folder: the page names every loader and has a table per section; plots when
     # matplotlib (the bench extra) is installed, else the page says why there are none.
     page = (folder / "results.md").read_text()
+    assert f"(1 repeat per loader, each rate over {throughput.WINDOW_S[True]:g} s)" in page
     headings = ("## Targets", "## Throughput", "## Where a cheap batch", "## Faults", "## Spec")
     for heading in (*headings, "## Resume", "## Plots"):
         assert heading in page
@@ -157,6 +160,21 @@ def test_quick_run_prints_every_row(tmp_path):
         assert "No plots: matplotlib is not installed" in page
     # The bench cleans up by PID: nothing it started outlives it.
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_a_longer_window_gets_epochs_that_outlast_it(capsys):
+    """``--window S``: every epoch's cap grows with the window (an epoch that ended inside it
+    would be measured short), never shrinks below the default's; a window that is not a
+    positive number of seconds is one argparse error naming the fix."""
+    default = {w.name: w.batches for w in throughput.workloads(quick=False)}
+    longer = {w.name: w.batches for w in throughput.workloads(quick=False, window_s=8.0)}
+    shorter = {w.name: w.batches for w in throughput.workloads(quick=False, window_s=0.5)}
+    assert longer == {name: 4 * n for name, n in default.items()}
+    assert shorter == default
+    for bad in ("0", "-1", "inf", "eight"):
+        with pytest.raises(SystemExit):
+            bench_main(["--only", "throughput", "--window", bad])
+        assert f"{bad!r} is not a positive number of seconds, e.g. 8" in capsys.readouterr().err
 
 
 def test_rows_render_values_and_reasons():
@@ -246,6 +264,8 @@ def test_results_folder_from_figures(tmp_path):
         "python": "3",
         "torch": "t",
         "mode": "quick",
+        "repeats": 5,
+        "window_s": 8.0,
         "loadavg_at_start": (1.0, 1.0, 1.0),
         "loaders": {n: why or "available" for n, why in names.items()},
     }
@@ -253,6 +273,7 @@ def test_results_folder_from_figures(tmp_path):
 
     written = results.write(tmp_path, rows, meta, WORKS, summary)
     page = (tmp_path / "results.md").read_text()
+    assert "(5 repeats per loader, each rate over 8 s)" in page
     row = "| cheap items (64 floats, batch 4, 2 workers) | 100 | 1,100 (11.00x) | 500 (5.00x) |"
     assert row in page
     assert all(p.exists() for p in written)
