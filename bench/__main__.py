@@ -72,7 +72,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         metavar="S",
         help="throughput: seconds each rate is measured over, after the epoch's first batch "
         f"(default {throughput.WINDOW_S[False]:g}; quick: {throughput.WINDOW_S[True]:g}); "
-        "longer gives tighter intervals, in proportion more time",
+        "longer can give tighter intervals, in proportion more time",
     )
     parser.add_argument(
         "--noise-floor",

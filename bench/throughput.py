@@ -52,8 +52,9 @@ PEERS_EXCLUDED = ("torch", "reference", NOISE_FLOOR)
 # Each rate is measured over this many seconds after the epoch's first batch (quick: True):
 # long enough that one scheduler hiccup is a small part of it (at 2 s the repeats' spread fell
 # from +-30 % to a few %; docs/bench.md), short enough for a sweep of every loader. ``--window``
-# sets another: 8 s halved the A/A interval of cheap epochs against 1-2 s on 2026-11-28
-# (docs/bench.md), at four times the time. A workload's ``batches`` is the epoch's length, a
+# sets another: on 2026-11-28, 8 s narrowed the A/A interval of cheap epochs from +-6 % (2 s)
+# to +-4 %, and the one against torch from +-18 % to +-10 % (docs/bench.md), in four times the
+# time. A workload's ``batches`` is the epoch's length, a
 # cap sized to outlast the window at the fastest rates seen.
 WINDOW_S = {False: 2.0, True: 0.2}
 
