@@ -279,6 +279,19 @@ class EpochProgress:
             below += 1
         return below, sorted(p for p in handed if p > below)
 
+    def _sampler_rng(self) -> torch.Tensor | None:
+        """The generator state this epoch's sampler order is, or will be, drawn from."""
+        cursor = self.cursor
+        if cursor is None:  # no iterator yet: the state this epoch was loaded with, if any
+            return self.start["sampler_rng"]
+        if cursor.rng is None:
+            # Not drawn yet (one process draws at the first next(), workers at iter()): nothing
+            # draws from the generator before that, so its state now is the one the order comes
+            # from. None here restarted a later epoch from the new loader's generator, in the
+            # first epoch's order.
+            return rng_state(self.generator)
+        return cursor.rng
+
     def _workers(self) -> tuple[list[dict[str, Any]], int]:
         start = self.start
         slots = max(self.num_workers, 1)
@@ -309,7 +322,7 @@ class EpochProgress:
         if self.kind == MAP:
             below, above = self._handed_map()
             state["handed_below"], state["handed_above"] = below, above
-            rng = self.cursor.rng if self.cursor is not None else self.start["sampler_rng"]
+            rng = self._sampler_rng()
             state["sampler_rng"] = None if rng is None else rng.clone()
         else:
             workers, state["next_worker"] = self._workers()

@@ -37,6 +37,11 @@ PICKS = (
         cuts=(Cut(0, 2),),
         faults=(Raise(3),),
     ),
+    # shuffled, one process, a state right after epoch 1's iter(), before its first batch (the
+    # reference's own bug until 2026-11-28: epoch 1 resumed in epoch 0's order)
+    ResumePlan(
+        n=8, kwargs=kwargs(0, batch_size=2, shuffle=True), seed=5, epochs=2, cuts=(Cut(1, 0),)
+    ),
     # iterable shards with a state of their own, a break in epoch 1
     ResumePlan(
         shards=(5, 3),
@@ -74,8 +79,9 @@ def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
 ) -> None:
     """Drawn configurations (map or iterable, a dataset with its own state_dict or not, 0-3
     workers, prefetch, persistent, in_order, a seeded shuffle, an item that raises, 1-3 epochs)
-    and checkpoint moments (after k batches, after a fault, after a break, at an epoch's end,
-    before iter(), twice in one epoch, a second resume fewer than num_workers batches later):
+    and checkpoint moments (after k batches, right after iter(), after a fault, after a break,
+    at an epoch's end, before iter(), twice in one epoch, a second resume fewer than num_workers
+    batches later):
     the resumed run hands out what an uninterrupted one does.
 
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): "a drop in replacement

@@ -49,6 +49,7 @@ DRAWN = EO + "::test_batches_are_torchs_for_drawn_configurations"
 MORE_DRAWN = EO + "::test_batches_are_torchs_for_more_drawn_configurations"
 RP = C + "test_ranks_partition_every_epoch.py"
 HO = C + "test_checkpoint_is_handed_out.py"
+RE = C + "test_resume_equivalence.py"
 NFAD = C + "test_no_fetch_after_done.py"
 
 # broken module -> (expected outcome, selectors: files or file::function)
@@ -111,6 +112,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     "resume_replays_finished_epoch": (
         "FAIL",
         [HO + "::test_state_at_an_epoch_end_resumes_at_the_next_epoch"],
+    ),
+    "resume_forgets_unstarted_order": (
+        "FAIL",
+        [RE + "::test_resumed_run_hands_out_what_an_uninterrupted_one_does"],
     ),
     "resume_live_state": ("FAIL", [C + "test_snapshot_is_immutable.py"]),
     "resume_ignores_late_load": ("FAIL", [C + "test_load_is_never_ignored.py"]),
@@ -522,6 +527,7 @@ SINGLE_POINTS = {
     "ranks_unpadded_split",
     "ranks_forgets_set_epoch",
     "resume_replays_finished_epoch",
+    "resume_forgets_unstarted_order",
 }
 
 

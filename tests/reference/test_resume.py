@@ -576,6 +576,30 @@ def test_public_bug_is_caught(check: Any, broken: type) -> None:
         check(broken)
 
 
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_checkpoint_before_a_later_epochs_first_batch_resumes_that_epochs_order(
+    num_workers: int,
+) -> None:
+    """Found by the drawn resumes (2026-11-28): one process draws the sampler's order at the
+    first ``next()``, so a state taken between ``iter()`` and it recorded no generator state,
+    and in epoch 1 the resumed loader replayed epoch 0's order."""
+
+    def make(seed: int) -> DataLoader:
+        generator = torch.Generator().manual_seed(seed)
+        return items_loader(shuffle=True, generator=generator, num_workers=num_workers)
+
+    source = make(5)
+    first = flat(source)
+    it = iter(source)
+    state = source.state_dict()
+    want = flat(it)
+    assert sorted(want) == sorted(first)
+    assert want != first  # epoch 1 comes in another order than epoch 0
+    resumed = make(6)  # the new process's generator is not the old one's
+    resumed.load_state_dict(roundtrip(state))
+    assert flat(resumed) == want
+
+
 def test_state_is_plain_data_and_does_not_grow_with_the_dataset() -> None:
     sizes = []
     for n in (100, 100_000):
