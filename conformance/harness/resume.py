@@ -297,13 +297,17 @@ def configs(draw: st.DrawFn) -> ResumePlan:
             faults = (Raise(draw(st.integers(0, n - 1))),)
     epochs = draw(st.integers(1, 3))
     epoch = draw(st.integers(0, epochs - 1))
-    how: Moment = draw(st.sampled_from(["next", "next", "break", "end", "before_iter"]))
+    # "after_iter": a "next" state after 0 batches, between iter() and the epoch's first next(),
+    # where a loader that draws its shuffle at the first next() has no order of the epoch's to
+    # save. A moment of its own (a sixth of the draws, taken from every moment alike), not a low
+    # bound of 0 for "next", which Hypothesis favours: over 1,000 draws that left 286 mid-epoch
+    # states of the 357 there were before; this way, 312.
+    moment = draw(st.sampled_from(["next", "next", "break", "end", "before_iter", "after_iter"]))
+    how: Moment = "next" if moment == "after_iter" else moment
     if how in ("next", "break") and batches < 1:
         how = "end"
-    # "next" after 0 batches: a state between iter() and the epoch's first next(), where a
-    # loader that draws its shuffle at the first next() has no order of the epoch's to save
-    low = 0 if how == "next" else 1
-    after = draw(st.integers(low, batches)) if how in ("next", "break") and batches else 0
+    drawn = how in ("next", "break") and batches > 0 and moment != "after_iter"
+    after = draw(st.integers(1, batches)) if drawn else 0
     cuts = [Cut(epoch, after, how)]
     if how == "next" and after >= 2 and draw(st.booleans()):
         cuts = [Cut(epoch, after, how, earlier=draw(st.integers(1, after - 1)))]
