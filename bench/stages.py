@@ -179,6 +179,20 @@ class _InstantPort:
         worker, idx = self.sent.popleft()
         return Arrived(worker, Result(idx, Kind.DATA, self.payload))
 
+    # The rest of loop.Port: a started epoch's steps on a port with no pin thread never ask
+    # for them (the epoch never ends).
+    def set_pin_done(self, take_step: Callable[[], None]) -> None:
+        raise AssertionError("the instant port has no pin thread")
+
+    def join_pin_thread(self) -> None:
+        raise AssertionError("the instant port has no pin thread")
+
+    def set_workers_done(self, take_step: Callable[[], None]) -> None:
+        raise AssertionError("the instant port's epoch never ends")
+
+    def reap(self, workers: list[int], *, grace: bool, block: bool) -> Iterator[tuple[int, bool]]:
+        raise AssertionError("the instant port's epoch never ends")
+
     def shut_down(self) -> None:
         raise AssertionError("the instant port's epoch never ends")
 

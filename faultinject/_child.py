@@ -155,7 +155,7 @@ class Job(NamedTuple):
     exit; as a child subreaper with `subreaper`."""
 
     target: Callable[..., Any]
-    args: tuple
+    args: tuple[Any, ...]
     kwargs: dict[str, Any]
     linger_s: float
     subreaper: bool

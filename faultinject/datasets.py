@@ -296,7 +296,7 @@ def _const(value: Any) -> Callable[[], Any]:
     return lambda: value
 
 
-class FaultyDataset(_Faulty, Dataset):
+class FaultyDataset(_Faulty, Dataset[Any]):
     """A map-style dataset of `n` items, `item(index)` each (the index by default), with faults.
 
     Args:
@@ -338,7 +338,7 @@ class FaultyDataset(_Faulty, Dataset):
         return f"FaultyDataset({self.n}, faults={list(self.faults)!r})"
 
 
-class FaultyIterable(_Faulty, IterableDataset):
+class FaultyIterable(_Faulty, IterableDataset[Any]):
     """An iterable dataset of uneven shards: shard w yields `shard_lengths[w]` items
     `w * 1_000_000 + k`.
 

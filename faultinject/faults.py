@@ -15,8 +15,9 @@ again.
 from __future__ import annotations
 
 import signal as _signal
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "COLLATE_POINTS",
@@ -86,7 +87,7 @@ class UnpicklableItem:
     def __init__(self, index: int) -> None:
         self.index = index
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Any, ...]:
         raise TypeError(f"faultinject.UnpicklableItem({self.index}) cannot be pickled")
 
     def __repr__(self) -> str:
@@ -109,7 +110,7 @@ class UnloadableItem:
     def __init__(self, index: int) -> None:
         self.index = index
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Callable[[int], None], tuple[int]]:
         return (_refuse_to_load, (self.index,))
 
     def __repr__(self) -> str:

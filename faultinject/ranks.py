@@ -98,7 +98,7 @@ class RankPlan:
         return self.epochs + (self.resume_at is not None)
 
 
-class RankShardedIterable(IterableDataset):
+class RankShardedIterable(IterableDataset[int]):
     """An IterableDataset of the items 0..n-1 that shards itself as a user's does: rank `rank`
     of `world` takes items `rank, rank + world, ...`, and worker w of W (torch's
     `get_worker_info()`) every W-th of those from its w-th. A loader whose workers do not say who
@@ -120,14 +120,16 @@ class RankShardedIterable(IterableDataset):
         return f"RankShardedIterable({self.n}, rank={self.rank}, world={self.world})"
 
 
-def dataset(plan: RankPlan, rank: int) -> Any:
+def dataset(plan: RankPlan, rank: int) -> RankShardedIterable | FaultyDataset:
     """Rank `rank`'s dataset (an `IterableDataset` when the plan says so)."""
     if plan.iterable:
         return RankShardedIterable(plan.n, rank, plan.world)
     return FaultyDataset(plan.n)
 
 
-def sampler(plan: RankPlan, rank: int, data: Any) -> Any:
+def sampler(
+    plan: RankPlan, rank: int, data: RankShardedIterable | FaultyDataset
+) -> DistributedSampler[int] | None:
     """Rank `rank`'s `DistributedSampler` (None for an iterable plan)."""
     if plan.iterable:
         return None
@@ -145,9 +147,10 @@ def expected_indices(plan: RankPlan, rank: int, epoch: int) -> list[int]:
     """The indices rank `rank` reads in `epoch`: its sampler's, after `set_epoch(epoch)` (the
     padding included), or its iterable shard's."""
     data = dataset(plan, rank)
-    if plan.iterable:
+    if isinstance(data, RankShardedIterable):
         return data.expected()
     s = sampler(plan, rank, data)
+    assert s is not None, "a map-style plan has a sampler"
     s.set_epoch(epoch)
     return list(s)
 

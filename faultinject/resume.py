@@ -44,6 +44,8 @@ from torch.utils.data import IterableDataset
 __all__ = ["Cut", "ResumePlan", "ResumeRun", "StatefulShards", "run"]
 
 Moment = Literal["next", "break", "end", "before_iter", "after_load"]
+# What a resumed loader is asked before its load_state_dict (ResumePlan.before_load).
+BeforeLoad = Literal["nothing", "iter", "state_dict"]
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,7 @@ class ResumePlan:
     epochs: int = 2
     cuts: tuple[Cut, ...] = (Cut(),)
     resume_kwargs: Mapping[str, Any] | None = None
-    before_load: Literal["nothing", "iter", "state_dict"] = "nothing"
+    before_load: BeforeLoad = "nothing"
     uninterrupted: bool = True
     faults: tuple[Raise, ...] = ()
 
@@ -100,7 +102,7 @@ class ResumePlan:
         return (self.epochs if self.uninterrupted else 0) + self.epochs + again
 
 
-class StatefulShards(IterableDataset):
+class StatefulShards(IterableDataset[int]):
     """Shards as `FaultyIterable`'s (worker w of W reads shards w, w + W, ...; shard s yields
     `s * SHARD_STRIDE + k`), with a `state_dict` of its own: how many of its items this copy has
     read in the current pass. After `load_state_dict` the next pass starts there (once)."""

@@ -331,7 +331,7 @@ class _Run:
         self.forked: set[int] = set()  # pids the run's processes forked, as each announced itself
         self.watch: dict[int, int] = {}  # pid -> pidfd, opened on kill_self
         self.started_at: float | None = None
-        self.result: tuple | None = None
+        self.result: tuple[Any, ...] | None = None
         self.result_at: float | None = None
         self.status: int | None = None
         self.child_died_at: float | None = None
@@ -425,7 +425,7 @@ class _Run:
             self.shm_known |= now
             self.shm_used |= _shm_users([*self.seen, self.pid])
 
-    def _handle(self, msg: tuple) -> None:
+    def _handle(self, msg: tuple[Any, ...]) -> None:
         kind = msg[0]
         if kind == "started":
             self.started_at = time.monotonic()

@@ -234,7 +234,8 @@ class EpochProgress:
 
     def tasks_left(self, total: int) -> int:
         """Map-style: the tasks this epoch sends, of the sampler's ``total``."""
-        return total - self.start["handed_below"] - len(self.start["handed_above"])
+        below: int = self.start["handed_below"]
+        return total - below - len(self.start["handed_above"])
 
     # ------------------------------------------------------------ fed by the iterator ------
     def end(self) -> None:
@@ -261,8 +262,8 @@ class EpochProgress:
             below_t, above_t = self.core.handed_out()
         else:
             below_t, above_t = self._single_below, []
-        below0 = self.start["handed_below"]
-        skipped = sorted(self.start["handed_above"])
+        below0: int = self.start["handed_below"]
+        skipped: list[int] = sorted(self.start["handed_above"])
         if not skipped and not above_t:  # in order, nothing skipped: the common case
             return below0 + below_t, []
 
@@ -283,7 +284,8 @@ class EpochProgress:
         """The generator state this epoch's sampler order is, or will be, drawn from."""
         cursor = self.cursor
         if cursor is None:  # no iterator yet: the state this epoch was loaded with, if any
-            return self.start["sampler_rng"]
+            loaded: torch.Tensor | None = self.start["sampler_rng"]
+            return loaded
         if cursor.rng is None:
             # Not drawn yet (one process draws at the first next(), workers at iter()): nothing
             # draws from the generator before that, so its state now is the one the order comes

@@ -517,7 +517,7 @@ class ProtocolCore:
                 if ask(self) is None:
                     return pick(self)
             else:  # a proposal: torch's policy or a choice of parameters, then the guard
-                proposed = ask(self)
+                proposed: Step | None = ask(self)  # the row's shape says ask is a Proposal
                 if proposed is not None:
                     return proposed
         return None
@@ -1139,7 +1139,10 @@ def _holds(core: ProtocolCore) -> None:
 
 
 # One try of next_action(): what it asks first, and then the step (or what picks its
-# parameters) where that was the action's guard; a proposal is asked alone.
+# parameters) where that was the action's guard; a proposal is asked alone. What it asks returns
+# a Guard's reason (str | None) or a Proposal's Step | None, told apart by the other two slots
+# (one flat tuple is what keeps next_action() fast), so its type is Any and next_action() names
+# the type of each answer.
 _Try = tuple[Callable[[ProtocolCore], Any], Step | None, Callable[[ProtocolCore], Step] | None]
 
 

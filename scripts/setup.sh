@@ -58,3 +58,25 @@ fi
 # editable install maps the suite's folders to loaderspec.conformance, .faultinject, .reference).
 site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 echo "$top" >"$site/loaderspec-checkout.pth"
+# The import layout mypy checks ([tool.mypy] in pyproject.toml says why): build/mypy/loaderspec/
+# with an empty __init__.py and a symlink to each folder that package-dir maps into loaderspec.
+.venv/bin/python - <<'PY'
+import os
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+package_dir = tomllib.loads(Path("pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+stage = Path("build/mypy/loaderspec")
+stage.mkdir(parents=True, exist_ok=True)
+(stage / "__init__.py").touch()
+for name, folder in package_dir.items():
+    link = stage / name.removeprefix("loaderspec.")
+    if not (link.is_symlink() and os.readlink(link) == f"../../../{folder}"):
+        link.unlink(missing_ok=True)
+        link.symlink_to(f"../../../{folder}", target_is_directory=True)
+PY

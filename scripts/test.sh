@@ -9,8 +9,10 @@ LOADERSPEC_EXTRAS="docs${LOADERSPEC_EXTRAS:+,$LOADERSPEC_EXTRAS}" bash "$top/scr
 cd "$top"
 .venv/bin/ruff check --quiet .
 .venv/bin/ruff format --quiet --check .
-# mypy ([tool.mypy]: the packages, strict on the pure cores) runs beside the tests, which leave
-# a core idle while they start: cold it takes a core for 20-45 s. Its report follows theirs.
+# mypy ([tool.mypy]: every package under its import name, from the layout scripts/setup.sh
+# stages in build/mypy; strict on the pure cores, the vocabulary, the checkpoint code and
+# faultinject) runs beside the tests, which leave a core idle while they start: cold it takes a
+# core for 20-45 s. Its report follows theirs.
 mypy_out=$(mktemp)
 side_out=$(mktemp)
 .venv/bin/python -m mypy >"$mypy_out" 2>&1 &

@@ -18,9 +18,10 @@ from loaderspec.conformance.harness.resume import (
     play_resume,
     same_stream,
 )
+from loaderspec.faultinject.resume import BeforeLoad
 
 
-def _plan(before_load: str, persistent: bool) -> ResumePlan:
+def _plan(before_load: BeforeLoad, persistent: bool) -> ResumePlan:
     return ResumePlan(
         n=12,
         kwargs=kwargs(2, 2, batch_size=2, shuffle=True, persistent_workers=persistent),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, PROMPT, SHOULD_BOUND_S, Grade
 from loaderspec.faultinject.driver import Run
@@ -25,6 +25,7 @@ from loaderspec.faultinject.events import (
     Paused,
     Stop,
 )
+from loaderspec.faultinject.sandbox import SandboxReport
 
 __all__ = [
     "death_reported",
@@ -59,7 +60,15 @@ def ended(grade: Grade, r: Run, must: str = "IterationTerminates") -> None:
         grade.fail(must, "the scenario to end", f"it raised: {report.error}")
 
 
-def leaks(r: Run) -> str:
+class Sandboxed(Protocol):
+    """A scenario's run of any kind (a loader's ``Run``, the ranks' ``RankRun``, a resume's
+    ``ResumeRun``): what its sandbox saw once it ended."""
+
+    @property
+    def report(self) -> SandboxReport | None: ...
+
+
+def leaks(r: Sandboxed) -> str:
     """What the scenario left after the loader was dropped, in one line ("" when nothing):
     processes (alive, or left in the session after it ended), zombies, threads, fds, /dev/shm."""
     report = r.report
@@ -82,7 +91,7 @@ def leaks(r: Run) -> str:
     return "; ".join(parts) + named(r, [*report.lingering, *left, *report.zombies])
 
 
-def named(r: Run, pids: list[int]) -> str:
+def named(r: Sandboxed, pids: list[int]) -> str:
     """What the first few of `pids` were (the sandbox's `name`: command line, parent, start,
     which worker or none), so that a leak can be told from a stray process ("" for none)."""
     if r.report is None or not pids:

@@ -25,7 +25,7 @@ spec/DataLoaderCheckpoint.tla (`loaderspec.vocabulary.CHECKPOINT_PROPERTIES`):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from hypothesis import reject
@@ -302,7 +302,10 @@ def configs(draw: st.DrawFn) -> ResumePlan:
     # save. A moment of its own (a sixth of the draws, taken from every moment alike), not a low
     # bound of 0 for "next", which Hypothesis favours: over 1,000 draws that left 286 mid-epoch
     # states of the 357 there were before; this way, 312.
-    moment = draw(st.sampled_from(["next", "next", "break", "end", "before_iter", "after_iter"]))
+    moments: list[Moment | Literal["after_iter"]] = [
+        *("next", "next", "break", "end", "before_iter", "after_iter")
+    ]
+    moment = draw(st.sampled_from(moments))
     how: Moment = "next" if moment == "after_iter" else moment
     if how in ("next", "break") and batches < 1:
         how = "end"
