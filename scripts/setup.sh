@@ -7,7 +7,8 @@
 #     and xdist extras) and loaderspec itself, editable, with the checkout's top folder on the
 #     virtualenv's path (a .pth file), so that the checkout's bench package imports from
 #     anywhere (the suite's folders are loaderspec.conformance, .faultinject, .reference:
-#     loaderspec/suite.py).
+#     loaderspec/suite.py);
+#   - build/mypy/loaderspec/, the import layout mypy checks (pyproject's [tool.mypy] says why).
 # Run by scripts/main.sh and scripts/test.sh; safe to run on its own. LOADERSPEC_EXTRAS adds
 # optional extras from pyproject.toml (scripts/main.sh asks for `torchdata`, so that its report
 # has a StatefulDataLoader row; scripts/test.sh for `docs`, the site it builds), e.g.
