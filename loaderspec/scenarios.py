@@ -30,9 +30,10 @@ from loaderspec.faultinject.faults import Hang
 from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
 from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
+from loaderspec.tlavalues import parse
 from loaderspec.tracecompile import BASE_SPEC
 from loaderspec.traces import IteratorTrace
-from loaderspec.vocabulary import Action
+from loaderspec.vocabulary import CONFIG_CONSTANT, Action
 
 # The models (small enough that TLC dumps each graph in seconds); together they reach every
 # action. Each is the manifest's defaults (every fault off) with what it needs switched on.
@@ -94,7 +95,9 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
     """The schedule that replays a behaviour of ``model`` (see the module docstring)."""
     g, consts = graph(model), MODELS[model]
     num_tasks = int(consts["NumTasks"])
-    num_workers = int(consts["NumWorkers"])
+    # The loader's arguments, by torch's names (and ``iterable``).
+    loader = {field: parse(consts[constant]) for field, constant in CONFIG_CONSTANT.items()}
+    num_workers: int = loader["num_workers"]
     faults: list[Any] = []
     epochs, nexts = 1, 0
     drop_at = kill_parent_at = None
@@ -133,7 +136,7 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
             timeout = TIMEOUT_S
             if not any(isinstance(f, Hang) for f in faults):
                 faults.append(_slow(before["rcvd_idx"]))
-    iterable = consts["Iterable"] == "TRUE"
+    iterable: bool = loader["iterable"]
     return Schedule(
         name=name,
         num_workers=num_workers,
@@ -141,10 +144,10 @@ def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
         shard_lengths=tuple(n if n is not None else num_tasks for n in shards)
         if iterable
         else None,
-        prefetch_factor=int(consts["PrefetchFactor"]),
-        in_order=consts["InOrder"] == "TRUE",
-        persistent_workers=consts["Persistent"] == "TRUE",
-        pin_memory=consts["PinMemory"] == "TRUE",
+        prefetch_factor=loader["prefetch_factor"],
+        in_order=loader["in_order"],
+        persistent_workers=loader["persistent_workers"],
+        pin_memory=loader["pin_memory"],
         epochs=epochs,
         timeout=timeout,
         faults=tuple(faults),

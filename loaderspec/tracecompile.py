@@ -25,7 +25,7 @@ from typing import Any
 from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.tlavalues import encode
 from loaderspec.traces import IteratorTrace, Record
-from loaderspec.vocabulary import CHECKPOINT_FIELDS, CONFIG_START
+from loaderspec.vocabulary import CHECKPOINT_FIELDS, CONFIG_CONSTANT, CONFIG_START
 
 TRACE_SPEC = "TraceDataLoader"
 BASE_SPEC = "DataLoader"
@@ -108,15 +108,21 @@ def constants_for(run: IteratorTrace) -> Constants:
         raise TraceConfigError(f"config field 'num_tasks' must be an integer, not {num_tasks!r}")
     persistent = _bool(cfg, "persistent_workers")
     num_epochs = max(max(epochs, default=0) + 1, PERSISTENT_EPOCHS) if persistent else 1
+    # The loader's arguments, by the header's (torch's) names.
+    loader = {
+        "num_workers": _int(cfg, "num_workers"),
+        "prefetch_factor": _int(cfg, "prefetch_factor"),
+        "in_order": _bool(cfg, "in_order", True),
+        "iterable": _bool(cfg, "iterable"),
+        "persistent_workers": persistent,
+        "pin_memory": _bool(cfg, "pin_memory"),
+    }
+    # default_constants' overrides: Python values of any type.
+    of_loader: dict[str, Any] = {CONFIG_CONSTANT[field]: value for field, value in loader.items()}
     values = default_constants(
-        NumWorkers=_int(cfg, "num_workers"),
+        **of_loader,
         NumTasks=num_tasks,
-        PrefetchFactor=_int(cfg, "prefetch_factor"),
-        InOrder=_bool(cfg, "in_order", True),
-        Iterable=_bool(cfg, "iterable"),
-        Persistent=persistent,
         NumEpochs=num_epochs,
-        PinMemory=_bool(cfg, "pin_memory"),
         ResultCapacity=0,  # unbounded: a put is logged before it blocks, not when it completes
     )
     # Every fault switch (a With* constant) on: a fault only happens if it was logged.

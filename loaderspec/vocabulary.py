@@ -641,6 +641,20 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "timeout",
     "worker_pids",
 )
+# The spec constant each ``config`` field of a run's loader sets, the field named as torch's
+# argument (``iterable``: the dataset is an IterableDataset): trace-check reads a run's constants
+# off its header (tracecompile.constants_for), and a model's behaviour is replayed with the
+# arguments its constants say (scenarios.schedule_of).
+CONFIG_CONSTANT: dict[str, str] = {
+    "num_workers": "NumWorkers",
+    "prefetch_factor": "PrefetchFactor",
+    "in_order": "InOrder",
+    "persistent_workers": "Persistent",
+    "pin_memory": "PinMemory",
+    "iterable": "Iterable",
+}
+# torch's prefetch_factor where num_workers > 0 and none is given (torch.utils.data.DataLoader).
+TORCH_PREFETCH_FACTOR = 2
 # Optional ``config`` keys: ``start``, the state the iterator's first epoch began from
 # (``CHECKPOINT_FIELDS``, plus ``total``: the sampler's batches, map-style).
 CONFIG_START = "start"

@@ -41,7 +41,7 @@ from torch.utils.data._utils import collate as torch_collate
 from torch.utils.data.dataloader import _InfiniteConstantSampler
 
 from loaderspec import tracewriter
-from loaderspec.vocabulary import UserAction
+from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR, UserAction
 
 T_co = TypeVar("T_co", covariant=True)
 
@@ -102,7 +102,7 @@ class DataLoader(Generic[T_co]):
                 " to None."
             )
         elif num_workers > 0 and prefetch_factor is None:
-            prefetch_factor = 2
+            prefetch_factor = TORCH_PREFETCH_FACTOR
         elif prefetch_factor is not None and prefetch_factor < 0:
             raise ValueError("prefetch_factor option should be non-negative")
         if persistent_workers and num_workers == 0:

@@ -4,14 +4,18 @@ import re
 
 import pytest
 
+from loaderspec.manifest import default_constants
 from loaderspec.vocabulary import (
     ALL_PROPERTIES,
     CHECKPOINT_MODULE,
     CHECKPOINT_PROPERTIES,
+    CONFIG_CONSTANT,
+    CONFIG_FIELDS,
     CORE_METHOD,
     PROPERTIES,
     PROPERTY_NAMES,
     RANK_PROPERTIES,
+    TORCH_PREFETCH_FACTOR,
     Action,
     Actor,
     Check,
@@ -106,3 +110,17 @@ def test_rank_properties_are_the_suites_alone():
     assert not any(p.modelled for p in RANK_PROPERTIES)
     assert all(p.modelled for p in CHECKPOINT_PROPERTIES)
     assert all(p.level is Level.MUST for p in RANK_PROPERTIES)
+
+
+def test_each_config_constant_pairs_a_header_field_with_a_spec_constant():
+    """The one map between torch's argument names and the spec's constants (trace-check reads
+    it one way, the spec's scenarios the other)."""
+    assert set(CONFIG_CONSTANT) <= set(CONFIG_FIELDS)
+    assert set(CONFIG_CONSTANT.values()) <= set(default_constants())
+    assert len(set(CONFIG_CONSTANT.values())) == len(CONFIG_CONSTANT)
+
+
+def test_the_prefetch_factor_default_is_torchs():
+    from torch.utils.data import DataLoader
+
+    assert DataLoader(range(4), num_workers=1).prefetch_factor == TORCH_PREFETCH_FACTOR

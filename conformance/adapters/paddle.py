@@ -51,6 +51,8 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils import worker as _torch_worker
 
+from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR
+
 __all__ = ["Loader"]
 
 
@@ -218,7 +220,7 @@ class Loader(Adapter):
         return {
             "collate_fn": _WorkerCollate(dl.collate_fn, mode),
             "num_workers": dl.num_workers,
-            "prefetch_factor": dl.prefetch_factor or 2,
+            "prefetch_factor": dl.prefetch_factor or TORCH_PREFETCH_FACTOR,
             "timeout": dl.timeout,
             "worker_init_fn": self._init,
             "persistent_workers": dl.persistent_workers,

@@ -31,6 +31,8 @@ except ImportError as exc:  # an optional extra
 
 from loaderspec.conformance.adapters._front import Adapter, Limit, given, is_iterable
 
+from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR
+
 __all__ = ["Loader"]
 
 
@@ -84,7 +86,7 @@ class Loader(Adapter):
                 timeout=dl.timeout or None,
                 multiprocessing_context=dl.multiprocessing_context,
                 generator=dl.generator,
-                prefetch_factor=dl.prefetch_factor or 2,
+                prefetch_factor=dl.prefetch_factor or TORCH_PREFETCH_FACTOR,
                 in_order=dl.in_order,
             )
 

@@ -27,6 +27,8 @@ from loaderspec.faultinject.events import (
 )
 from loaderspec.faultinject.sandbox import SandboxReport
 
+from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR
+
 __all__ = [
     "death_reported",
     "each_once",
@@ -252,8 +254,9 @@ def in_order(grade: Grade, r: Run, epoch: int = 0) -> None:
 
 def prefetch_window(kwargs: Mapping[str, Any]) -> int:
     """The spec's reorder window for these loader arguments: `prefetch_factor * num_workers`
-    (torch's default factor, 2, where none is given; no workers, no window)."""
-    return int(kwargs.get("prefetch_factor") or 2) * int(kwargs.get("num_workers", 0))
+    (torch's default factor where none is given; no workers, no window)."""
+    factor = kwargs.get("prefetch_factor") or TORCH_PREFETCH_FACTOR
+    return int(factor) * int(kwargs.get("num_workers", 0))
 
 
 def prefetch_bound(grade: Grade, r: Run, steps: int) -> None:
