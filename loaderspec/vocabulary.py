@@ -160,6 +160,10 @@ class PropertyName(enum.Enum):
     LOAD_IS_NEVER_IGNORED = "LoadIsNeverIgnored"
     RESUME_ADVANCES = "ResumeAdvances"
     RESUME_TOPOLOGY_EXPLICIT = "ResumeTopologyExplicit"
+    # issue 35: the state is what the user received; no stall after a resume; map-style any count
+    CHECKPOINT_IS_RECEIVED = "CheckpointIsReceived"
+    RESUME_NEVER_STALLS = "ResumeNeverStalls"
+    MAP_RESUME_ANY_WORKERS = "MapResumeAnyWorkers"
     # RANK_PROPERTIES: many ranks of a torch.distributed group, one loader each (the suite's only)
     RANKS_PARTITION_EVERY_EPOCH = "RanksPartitionEveryEpoch"
     RANKS_EVEN_BATCH_COUNTS = "RanksEvenBatchCounts"
@@ -389,6 +393,31 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
         Check.INVARIANT,
         "Resuming with another num_workers continues exactly, or raises a ValueError naming"
         " both counts; never an assert, never a silent wrong stream.",
+        CHECKPOINT_MODULE,
+    ),
+    # issue 35
+    Property(
+        P.CHECKPOINT_IS_RECEIVED,
+        Level.MUST,
+        Check.INVARIANT,
+        "A state, when returned, is what the user received: the user's epoch and the batches"
+        " next() returned in it, whatever the loader's own count of them says.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.RESUME_NEVER_STALLS,
+        Level.MUST,
+        Check.INVARIANT,
+        "A resumed iterator never waits for a batch its state said was handed out: it can"
+        " always hand out, send or end its epoch without a timeout ending the wait.",
+        CHECKPOINT_MODULE,
+    ),
+    Property(
+        P.MAP_RESUME_ANY_WORKERS,
+        Level.SHOULD,
+        Check.INVARIANT,
+        "A map-style state is accepted by a loader with another num_workers, and continues"
+        " exactly (its sampler order does not depend on the worker count).",
         CHECKPOINT_MODULE,
     ),
 )

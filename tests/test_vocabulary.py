@@ -93,11 +93,15 @@ def test_checkpoint_properties_are_the_issue_19_names_of_their_own_module():
         "LoadIsNeverIgnored",
         "ResumeAdvances",
         "ResumeTopologyExplicit",
+        # issue 35
+        "CheckpointIsReceived",
+        "ResumeNeverStalls",
+        "MapResumeAnyWorkers",
     ]
     assert {p.module for p in CHECKPOINT_PROPERTIES} == {CHECKPOINT_MODULE}
     assert {p.module for p in PROPERTIES} == {"DataLoader"}
     should = [p.name for p in CHECKPOINT_PROPERTIES if p.level is Level.SHOULD]
-    assert should == ["ResumeTopologyExplicit"]
+    assert should == ["ResumeTopologyExplicit", "MapResumeAnyWorkers"]
 
 
 def test_rank_properties_are_the_suites_alone():

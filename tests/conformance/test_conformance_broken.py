@@ -121,6 +121,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     "resume_ignores_late_load": ("FAIL", [C + "test_load_is_never_ignored.py"]),
     "resume_sticky_skip": ("FAIL", [C + "test_resume_advances.py"]),
     "resume_asserts_topology": ("NON-STRICT", [C + "test_resume_topology_explicit.py"]),
+    # issue 35: the spec's three new checkpoint properties
+    "resume_state_dict_commits": ("FAIL", [C + "test_checkpoint_is_received.py"]),
+    "resume_waits_for_skipped": ("FAIL", [C + "test_resume_never_stalls.py"]),
+    "resume_refuses_map_topology": ("NON-STRICT", [C + "test_map_resume_any_workers.py"]),
     "threads_untagged_epochs": (
         "FAIL",
         [NSTALE + "::test_abandoned_epoch_leaves_nothing_stale_for_the_next"],
