@@ -88,6 +88,9 @@ TRACE_INVARIANTS: tuple[str, ...] = (
     "NoDeliveryAfterShutdown",
     "NoStaleEpochDelivery",
     "PinThreadExitsFirst",
+    # Issue 38: StopIteration only after the shutdown, no task to a retired worker.
+    "StopIterationAfterShutdown",
+    "NoTaskToRetiredWorker",
     # The NOTE's shutdown, read off the history the records rebuild (issue 23): no task sent
     # after the end, no fetch after the done event, the shutdown's order, fail-stop shuts down,
     # the joins after the sentinels.
