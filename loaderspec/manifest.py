@@ -330,13 +330,18 @@ def _sizes_of(model: Model) -> set[str]:
 
 def factors_of(model: Model) -> frozenset[str]:
     """The settings, fault classes and sizes a model holds."""
-    held = {name for name, (const, value) in SETTINGS.items() if model.constants[const] == value}
+    return _factors(model.constants) | _sizes_of(model)
+
+
+def _factors(constants: Mapping[str, str]) -> frozenset[str]:
+    """The settings and fault classes of a model's constants."""
+    held = {name for name, (const, value) in SETTINGS.items() if constants[const] == value}
     held |= {
         name
         for name, consts in FAULT_CLASSES.items()
-        if all(model.constants[c] not in ("FALSE", "0") for c in consts)
+        if all(constants[c] not in ("FALSE", "0") for c in consts)
     }
-    return frozenset(held | _sizes_of(model))
+    return frozenset(held)
 
 
 def pairs() -> list[frozenset[str]]:
@@ -373,4 +378,56 @@ def coverage_table(models: list[Model]) -> str:
         more = f" and {len(cells) - 3} more" if len(cells) > 3 else ""
         none = f"not checked: {UNAFFORDABLE[pair]}" if pair in UNAFFORDABLE else "**none**"
         lines.append(f"| {a} x {b} | {', '.join(cells[:3]) + more or none} |")
+    return "\n".join(lines) + "\n"
+
+
+# --- which tier can reject each broken variant: the models that hold its shape (issue 38) -------
+
+
+def holds_shape(model: Model, variant: Model) -> bool:
+    """Whether ``model`` runs the loader a broken variant gets wrong: every setting (map or
+    iterable, in order or not, persistent or not, pin thread or not) other than the default and
+    every fault class that the variant's constants switch on, and, for a variant that breaks a
+    temporal property, a liveness check. A static statement: TLC on the model with the
+    variant's hooks is what shows the violation (docs/spec.md, "Which tier rejects each
+    variant")."""
+    temporal = variant.violates & set(TEMPORAL)
+    if temporal and not temporal <= set(model.properties):
+        return False
+    chosen = _factors(variant.constants) - _factors(default_constants())
+    return chosen <= factors_of(model)
+
+
+def variant_shapes(models: list[Model]) -> dict[str, dict[str, list[str]]]:
+    """Each broken variant of DataLoader.tla -> tier -> the passing models of that tier that
+    hold its shape."""
+    variants = [m for m in models if m.tier == "broken" and m.module == BASE_MODULE]
+    tiers = ("quick", "nightly")
+    return {
+        v.name: {
+            t: [
+                m.name
+                for m in models
+                if m.tier == t and m.module == BASE_MODULE and holds_shape(m, v)
+            ]
+            for t in tiers
+        }
+        for v in variants
+    }
+
+
+def variant_table(models: list[Model]) -> str:
+    """The variants statement as a Markdown table: each broken variant, the properties it
+    violates, and the quick and nightly models that hold its shape (two named, the rest
+    counted; **none**: that tier cannot reject it)."""
+
+    def cell(names: list[str]) -> str:
+        more = f" and {len(names) - 2} more" if len(names) > 2 else ""
+        return ", ".join(names[:2]) + more if names else "**none**"
+
+    by_name = {m.name: m for m in models}
+    lines = ["| variant | violates | quick | nightly |", "| --- | --- | --- | --- |"]
+    for name, tiers in variant_shapes(models).items():
+        violates = ", ".join(sorted(by_name[name].violates))
+        lines.append(f"| {name} | {violates} | {cell(tiers['quick'])} | {cell(tiers['nightly'])} |")
     return "\n".join(lines) + "\n"

@@ -44,6 +44,8 @@ from loaderspec.manifest import (
     coverage_table,
     load_manifest,
     spec_dir,
+    variant_shapes,
+    variant_table,
 )
 from loaderspec.tlavalues import Function, ModelValue, NotParsable, TlaRecord, encode, parse
 
@@ -411,6 +413,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         " and exit: 0 when every pair a model can hold is held",
     )
     parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="print, for each broken variant, the quick and nightly models that hold its shape"
+        " (docs/spec.md's variants statement) and exit: 0 when the quick tier holds every"
+        " variant's shape",
+    )
+    parser.add_argument(
         "--traces",
         action="store_true",
         help="print the counterexample of expected violations too",
@@ -456,6 +465,10 @@ def run(args: argparse.Namespace) -> int:
         print(coverage_table(manifest), end="")
         held = coverage(manifest)
         return 0 if all(v for p, v in held.items() if p not in UNAFFORDABLE) else 1
+    if args.variants:
+        manifest = load_manifest()
+        print(variant_table(manifest), end="")
+        return 0 if all(tiers["quick"] for tiers in variant_shapes(manifest).values()) else 1
     try:
         models = _select(args)
     except (ValueError, OSError) as exc:

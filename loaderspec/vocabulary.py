@@ -153,6 +153,10 @@ class PropertyName(enum.Enum):
     SHUTDOWN_ORDER = "ShutdownOrder"
     FATAL_ERROR_SHUTS_DOWN = "FatalErrorShutsDown"
     JOIN_AFTER_SENTINELS = "JoinAfterSentinels"
+    # issue 38: the designs every model accepted
+    STOP_ITERATION_AFTER_SHUTDOWN = "StopIterationAfterShutdown"
+    NO_TASK_TO_RETIRED_WORKER = "NoTaskToRetiredWorker"
+    PREFETCH_WINDOW_FILLS = "PrefetchWindowFills"
     # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
     RESUME_EQUIVALENCE = "ResumeEquivalence"
     CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
@@ -339,6 +343,33 @@ PROPERTIES: tuple[Property, ...] = (
         " the join's timeout and is terminated.",
         spec_only="the order of steps inside one process (the sentinels, then the joins) is not"
         " seen from outside the loader; trace-check holds the reference's traces to it",
+    ),
+    Property(
+        P.STOP_ITERATION_AFTER_SHUTDOWN,
+        Level.MUST,
+        Check.INVARIANT,
+        "A non-persistent iterator's StopIteration reaches the user only once its workers and"
+        " its pin-memory thread are joined (torch shuts them down before it raises).",
+        spec_only="no conformance case grades it yet (issue 38); trace-check holds the"
+        " reference's traces to it",
+    ),
+    Property(
+        P.NO_TASK_TO_RETIRED_WORKER,
+        Level.MUST,
+        Check.INVARIANT,
+        "No task is sent to a worker that the epoch retired after its shard ended.",
+        spec_only="which worker a task went to is not seen from outside the loader; trace-check"
+        " holds the reference's traces to it",
+    ),
+    Property(
+        P.PREFETCH_WINDOW_FILLS,
+        Level.SHOULD,
+        Check.TEMPORAL,
+        "Between calls, while the sampler has indices and a worker can take one, tasks are sent"
+        " until prefetch_factor * num_workers are out: the window fills, not only stays under"
+        " its bound.",
+        spec_only="no conformance case grades it yet (issue 38); TLC checks it on every liveness"
+        " model",
     ),
 )
 

@@ -149,7 +149,12 @@ VARIABLES
     pin_after_done,    \* the pin thread read a worker's channel after workers_done_event
     fetch_after_done,  \* a worker took a new index to fetch after workers_done_event was set
     sent_after_end,    \* a task was sent after its epoch had ended (StopIteration or a break)
-    shutdown_log       \* the NOTE's shutdown steps, each where it first happened
+    shutdown_log,      \* the NOTE's shutdown steps, each where it first happened
+    retired,           \* this epoch: worker -> its shard's end retired it (the main process acted
+                       \* on its end-of-shard message)
+    sent_to_retired,   \* a task was sent to a worker after the epoch had retired it
+    acted_on_live_stop \* the user acted after a non-persistent StopIteration with a worker or
+                       \* the pin thread still there (StopIteration reached the user too soon)
 
 main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
@@ -157,7 +162,8 @@ main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
 queue_vars == <<index_queues, worker_result_queue, data_queue, workers_done_event,
                 pin_memory_thread_done_event>>
 actor_vars == <<worker_state, worker_msg, iteration_end, pin_state, pin_msg>>
-past_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done>>
+past_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done,
+               retired, sent_to_retired, acted_on_live_stop>>
 note_vars == <<fetch_after_done, sent_after_end, shutdown_log>>
 history_vars == <<past_vars, note_vars>>
 vars == <<main_vars, queue_vars, actor_vars, history_vars>>
@@ -202,6 +208,9 @@ TypeOK ==
     /\ fetch_after_done \in BOOLEAN
     /\ sent_after_end \in BOOLEAN
     /\ shutdown_log \in Seq(ShutdownSteps)
+    /\ retired \in [Workers -> BOOLEAN]
+    /\ sent_to_retired \in BOOLEAN
+    /\ acted_on_live_stop \in BOOLEAN
 
 Init ==
     /\ send_idx = 0
@@ -237,6 +246,9 @@ Init ==
     /\ fetch_after_done = FALSE
     /\ sent_after_end = FALSE
     /\ shutdown_log = << >>
+    /\ retired = [w \in Workers |-> FALSE]
+    /\ sent_to_retired = FALSE
+    /\ acted_on_live_stop = FALSE
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -280,6 +292,13 @@ NoteShutdownStep(step) == shutdown_log' = WithStep(shutdown_log, step)
 \* A sentinel was put (`sent`: sentinel_sent after the step); with it every worker has its None.
 WithAllSentinels(log, sent) ==
     IF \A v \in Workers : sent[v] THEN WithStep(log, "sentinels put") ELSE log
+\* History: a step of the user's (a next() call, a break) after a non-persistent iterator raised
+\* StopIteration, with a worker not yet joined or the pin thread not yet joined: torch raises
+\* StopIteration only once _shutdown_workers has returned.
+LiveAfterStop ==
+    /\ iter_state = "stopped" /\ ~Persistent
+    /\ ~(PinGone /\ \A w \in Workers : worker_state[w] = "joined")
+NoteUserAct == acted_on_live_stop' = (acted_on_live_stop \/ LiveAfterStop)
 
 \* torch's _reset: the per-epoch fields of the main process and the history of one epoch.
 ResetEpoch ==
@@ -293,6 +312,7 @@ ResetEpoch ==
     /\ delivered' = << >>
     /\ assigned' = << >>
     /\ exhausted_at' = [w \in Workers |-> NoIdx]
+    /\ retired' = [w \in Workers |-> FALSE]
 
 -----------------------------------------------------------------------------
 (* HOOKS: the decisions a loader can get wrong. A broken variant replaces one. *)
@@ -302,6 +322,8 @@ SamplerHasNext == send_idx < NumTasks
 \* When a task may be sent: torch refills only after a hand-out (or an exhaustion), so at most
 \* MaxTasks tasks are sent and not yet handed out or retired (the reorder window).
 PrefetchRoom == Cardinality(DOMAIN task_info) < MaxTasks
+\* A task may go to worker w: only an active one (not retired by its shard's end, not dead).
+MaySendTo(w) == workers_status[w]
 \* Task i may be handed out now: with in_order only task rcvd_idx (the reorder buffer).
 MayHandOut(i) == InOrder => i = rcvd_idx
 \* Whether a buffered result is handed out only while the iterator runs.
@@ -317,6 +339,12 @@ Skippable(i) ==
     ELSE task_info[i].data = NoMsg /\ ~workers_status[task_info[i].worker]
 \* StopIteration: nothing received is pending and no task can be sent any more.
 NothingLeft == rcvd_idx = send_idx /\ (~SamplerHasNext \/ ActiveCount = 0)
+\* Without persistent workers, StopIteration shuts the workers down (torch: _shutdown_workers()
+\* before the raise); persistent workers wait for the next iter().
+StopShutsDown == ~Persistent
+\* Retiring an exhausted worker tells it to exit (None) only without persistent workers: a
+\* persistent worker serves the next epoch.
+RetireSendsSentinel == ~Persistent
 \* A next() after StopIteration raises StopIteration again; a broken loader starts over.
 RestartsAfterEnd == FALSE
 \* Acks _reset waits for before the new epoch starts (one per worker).
@@ -394,10 +422,13 @@ MainCallNext ==
        THEN /\ ResetEpoch  \* a new epoch nobody asked for: no iter(), no resume
             /\ iter_state' = "running"
             /\ UNCHANGED <<epoch, shutdown, resume_iteration_cnt, sentinel_sent, parent_alive>>
-            /\ UNCHANGED <<epoch_over, failure, pin_after_done, note_vars>>
+            /\ UNCHANGED <<epoch_over, failure, pin_after_done, sent_to_retired, note_vars>>
        ELSE UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                         workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
-                        resume_iteration_cnt, sentinel_sent, parent_alive, history_vars>>
+                        resume_iteration_cnt, sentinel_sent, parent_alive, delivered,
+                        assigned, exhausted_at, epoch_over, failure, pin_after_done,
+                        retired, sent_to_retired, note_vars>>
+    /\ NoteUserAct
     /\ UNCHANGED <<queue_vars, actor_vars>>
 
 -----------------------------------------------------------------------------
@@ -405,7 +436,7 @@ MainCallNext ==
 
 \* The next active worker from the cursor; with in_order=False also one with capacity.
 Eligible(w) ==
-    /\ workers_status[w]
+    /\ MaySendTo(w)
     /\ InOrder \/ workers_num_tasks[w] < MaxTasks \div ActiveCount
 Candidates == {k \in 0 .. NumWorkers - 1 : Eligible((worker_queue_idx + k) % NumWorkers)}
 NextWorker == (worker_queue_idx + CHOOSE k \in Candidates : \A j \in Candidates : k <= j)
@@ -425,6 +456,7 @@ MainTryPutIndex ==
         /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![w] = @ + 1]
         /\ worker_queue_idx' = (w + 1) % NumWorkers
         /\ assigned' = assigned @@ (send_idx :> w)
+        /\ sent_to_retired' = (sent_to_retired \/ retired[w])
     /\ tasks_outstanding' = tasks_outstanding + 1
     /\ send_idx' = send_idx + 1
     /\ UNCHANGED <<rcvd_idx, workers_status, epoch, shutdown, iter_state, in_call,
@@ -433,7 +465,7 @@ MainTryPutIndex ==
                    pin_memory_thread_done_event>>
     /\ sent_after_end' = (sent_after_end \/ epoch_over)
     /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure, pin_after_done,
-                   fetch_after_done, shutdown_log>>
+                   retired, acted_on_live_stop, fetch_after_done, shutdown_log>>
 
 \* Receive one message: store it in its task's slot (handed out by MainProcessData, or retired
 \* by MainMarkWorkerUnavailable). A message matching no outstanding task (a resume ack, or a
@@ -472,7 +504,7 @@ MainProcessData(i) ==
     /\ UNCHANGED <<send_idx, tasks_outstanding, workers_status, worker_queue_idx, epoch,
                    shutdown, iter_state, resume_iteration_cnt, sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at, epoch_over, failure,
-                   pin_after_done, note_vars>>
+                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
 
 \* Step rcvd_idx over a slot with nothing to hand out: handed out already (in_order=False) or
 \* owned by a retired (exhausted) worker that will send nothing for it.
@@ -500,18 +532,21 @@ MainMarkWorkerUnavailable(w) ==
         /\ task_info[i].worker = w
         /\ task_info' = Drop(task_info, i)
     /\ workers_status' = [workers_status EXCEPT ![w] = FALSE]
-    /\ IF Persistent
+    /\ IF ~RetireSendsSentinel
        THEN UNCHANGED <<index_queues, sentinel_sent>>
        ELSE /\ index_queues' = [index_queues EXCEPT ![w] =
                                   Append(@, [kind |-> "sentinel", idx |-> NoIdx,
                                              epoch |-> epoch])]
             /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
     /\ shutdown_log' = WithAllSentinels(shutdown_log, sentinel_sent')
+    /\ retired' = [retired EXCEPT ![w] = TRUE]
     /\ UNCHANGED <<send_idx, rcvd_idx, tasks_outstanding, workers_num_tasks, worker_queue_idx,
                    epoch, shutdown, iter_state, in_call, resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, past_vars, fetch_after_done, sent_after_end>>
+    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, failure,
+                   pin_after_done, sent_to_retired, acted_on_live_stop, fetch_after_done,
+                   sent_after_end>>
 
 \* Nothing left to hand out: raise StopIteration; without persistent workers, shut down. A next()
 \* after the end raises StopIteration again.
@@ -521,13 +556,13 @@ MainStopIteration ==
        \/ iter_state = "stopped"
     /\ iter_state' = "stopped"
     /\ in_call' = FALSE
-    /\ shutdown' = IF iter_state = "stopped" THEN shutdown ELSE ~Persistent
+    /\ shutdown' = IF iter_state = "stopped" THEN shutdown ELSE StopShutsDown
     /\ epoch_over' = TRUE
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
-                   pin_after_done, note_vars>>
+                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
 
 \* The iterator depends on worker w and w died (not by our own terminate at shutdown).
 DependsOnDead(w) ==
@@ -549,7 +584,7 @@ MainDetectWorkerFailure(w) ==
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<data_queue, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done,
-                   note_vars>>
+                   retired, sent_to_retired, acted_on_live_stop, note_vars>>
 
 \* Waiting on the pin thread's queue, the main process finds the thread dead (torch: "Pin memory
 \* thread exited unexpectedly"): raise, fail-stop.
@@ -567,7 +602,7 @@ MainDetectPinFailure ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done, note_vars>>
+                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
 
 \* next() waits in _get_data: in order, for rcvd_idx's result (its slot outstanding at an active
 \* worker, whatever later results are buffered); with in_order=False, for any result while none
@@ -597,7 +632,7 @@ MainTimeout ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done, note_vars>>
+                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
 
 \* Persistent workers, a new iter(loader) after StopIteration or a break: _reset sends
 \* _ResumeIteration to every worker and waits, inside iter(), for as many acks.
@@ -615,7 +650,8 @@ MainResumeIteration ==
     /\ iter_state' = IF ResumeAcksAwaited = 0 THEN "running" ELSE "resuming"
     /\ in_call' = (ResumeAcksAwaited > 0)
     /\ epoch_over' = FALSE
-    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure, pin_after_done, note_vars>>
+    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure, pin_after_done,
+                   sent_to_retired, acted_on_live_stop, note_vars>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
     /\ UNCHANGED actor_vars
@@ -651,11 +687,12 @@ MainDropIterator ==
        ELSE /\ shutdown' = TRUE
             /\ iter_state' = IF iter_state = "running" THEN "dropped" ELSE iter_state
     /\ epoch_over' = TRUE
+    /\ NoteUserAct
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, in_call, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
-                   pin_after_done, note_vars>>
+                   pin_after_done, retired, sent_to_retired, note_vars>>
 
 -----------------------------------------------------------------------------
 (* The main process: shutdown, in the NOTE's order (torch: _shutdown_workers) *)
@@ -750,7 +787,8 @@ WorkerFetch(w) ==
     /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned,
-                   epoch_over, failure, pin_after_done, sent_after_end, shutdown_log>>
+                   epoch_over, failure, pin_after_done, retired, sent_to_retired,
+                   acted_on_live_stop, sent_after_end, shutdown_log>>
     /\ NoteFetch(w)
 
 \* Put the result on w's channel; with the channel full, w waits (blocked in the pipe write).
@@ -819,7 +857,8 @@ PinGetResult ==
     /\ pin_after_done' = (pin_after_done \/ workers_done_event)
     /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
-                   delivered, assigned, exhausted_at, epoch_over, failure, note_vars>>
+                   delivered, assigned, exhausted_at, epoch_over, failure, retired, sent_to_retired,
+                   acted_on_live_stop, note_vars>>
 
 PinPutData ==
     /\ parent_alive
@@ -916,7 +955,7 @@ FaultRecvError(w) ==
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<index_queues, data_queue, workers_done_event, pin_memory_thread_done_event,
                    actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done,
-                   note_vars>>
+                   retired, sent_to_retired, acted_on_live_stop, note_vars>>
 
 \* The pin thread's read of w's channel raises and the exception escapes its loop (torch F4: a
 \* shared-memory rebuild error): the message is lost, the thread is dead.
@@ -1029,30 +1068,36 @@ QueuedFor(w, kind, i) ==
     \E k \in DOMAIN index_queues[w] :
         index_queues[w][k].kind = kind /\ index_queues[w][k].idx = i
         /\ index_queues[w][k].epoch = epoch
+\* A message queued for a worker that has exited (the loader sent it None) is never read: it is
+\* not on its way.
+QueuedForLive(w, kind, i) == QueuedFor(w, kind, i) /\ ~Gone(worker_state[w])
 TaskOnItsWay(i) ==
     LET w == task_info[i].worker IN
-    \/ QueuedFor(w, "task", i)
+    \/ QueuedForLive(w, "task", i)
     \/ worker_state[w] = "busy" /\ worker_msg[w].idx = i /\ worker_msg[w].epoch = epoch
     \/ worker_state[w] = "hung"
     \/ \E m \in InFlight : m.kind # "resume" /\ m.idx = i /\ m.epoch = epoch
 \* The same for worker w's acknowledgement of this epoch's _ResumeIteration.
 AckOnItsWay(w) ==
-    \/ QueuedFor(w, "resume", NoIdx)
+    \/ QueuedForLive(w, "resume", NoIdx)
     \/ \E m \in InFlight : m.kind = "resume" /\ m.worker = w /\ m.epoch = epoch
 \* The main process awaits a message for task i: its result, or (the task at which the worker's
 \* shard ended) its end-of-shard message; not one the worker dropped after its shard ended.
 Awaited(i) == ~Retired(i) \/ i = exhausted_at[task_info[i].worker]
-\* Nothing the epoch waits for is lost on its way unless whoever held it died (a worker, or
-\* the pin thread: a death that is raised): a lost task, result, end-of-shard message or
-\* resume acknowledgement is a violation here, whatever a timeout would later make of the wait.
+\* Nothing the epoch waits for is lost on its way unless the worker that held it died (killed) or
+\* the pin thread died (a death that is raised); a worker's hang holds its task (TaskOnItsWay).
+\* A worker that exited because the loader sent it None excuses nothing, and a message queued for
+\* it is not on its way: a lost task, result, end-of-shard message or resume acknowledgement is
+\* a violation here, whatever a timeout would later make of the wait.
+Died(w) == worker_state[w] = "killed"
 NothingLostOnTheWay ==
     (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
         /\ iter_state = "running" =>
               \A i \in DOMAIN task_info :
-                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ Awaited(i))
+                  (task_info[i].data = NoMsg /\ ~Died(task_info[i].worker) /\ Awaited(i))
                       => TaskOnItsWay(i)
         /\ iter_state = "resuming" =>
-              resume_iteration_cnt <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWay(w)})
+              resume_iteration_cnt <= Cardinality({w \in Workers : Died(w) \/ AckOnItsWay(w)})
 
 \* No task is passed over: every task rcvd_idx has moved past was handed out (its batch or its
 \* error) or retired by its worker's exhaustion. Holds at every step, not only at the end. And
@@ -1129,6 +1174,19 @@ JoinAfterSentinels == StepBefore("sentinels put", "worker joined")
 \* that raises and leaves its workers running until the iterator is dropped breaks it (B4).
 FatalErrorShutsDown == failure # "none" => shutdown
 
+\* MUST (torch's _next_data calls _shutdown_workers() and then raises StopIteration): a
+\* non-persistent iterator's StopIteration reaches the user only once its workers and its pin
+\* thread are joined. Read off the user's steps: no next() and no break after such a
+\* StopIteration found a worker or the pin thread not yet joined (a loader that leaves them
+\* running until the iterator is dropped breaks it).
+StopIterationAfterShutdown == ~acted_on_live_stop
+
+\* No task is sent to a worker the epoch has retired (its end-of-shard message arrived and was
+\* acted on): read off the sends and the retirements as they happened (retired, recorded where
+\* the end-of-shard message is acted on, not the workers_status the round robin reads). Such a
+\* task is dropped by its worker, its slot skipped: a slot of the window spent on nothing.
+NoTaskToRetiredWorker == ~sent_to_retired
+
 \* TLC's deadlock check (Kind.DEADLOCK): Terminated is the only step of an ended run, so a
 \* state without successors is one that is stuck before its end. As a formula:
 NoDeadlock == Ended \/ ENABLED Progress
@@ -1163,6 +1221,15 @@ WorkerDeathRaises ==
           (in_call /\ DependsOnDead(w))
               ~> (failure \notin {"none", "timeout"} \/ ~parent_alive \/ ~workers_status[w]
                   \/ (~in_call /\ iter_state # "failed"))
+
+\* SHOULD: "prefetch_factor: number of batches loaded in advance by each worker" - the window
+\* is prefetch_factor * num_workers, and it fills: between the user's calls (when nothing is
+\* handed out), while the epoch runs, the sampler has indices and an active worker can take one,
+\* tasks are sent until the window is full. PrefetchBound is the upper bound; this is the lower.
+WindowHasRoom == Cardinality(DOMAIN task_info) < MaxTasks
+PrefetchWindowFills ==
+    (~in_call /\ Iterating /\ SamplerHasNext /\ Candidates # {} /\ WindowHasRoom)
+        ~> (in_call \/ ~Iterating \/ ~SamplerHasNext \/ Candidates = {} \/ ~WindowHasRoom)
 
 \* Once shutdown starts, every worker and the pin thread are eventually gone.
 ShutdownCompletes == shutdown ~> (ShutdownDone \/ ~parent_alive)

@@ -205,6 +205,27 @@ RaiseKeepWorkersOnTimeout ==
 \* kill). Nothing is lost and shutdown completes: only the order of the steps tells.
 JoinFirstMayStart == TRUE
 
+\* --- issue 38: the designs every model accepted, and NothingLostOnTheWay's excuses ---------
+
+\* StopIterationAfterShutdown: a non-persistent iterator raises StopIteration and leaves its
+\* workers (and pin thread) running until the user drops the iterator; torch shuts them down
+\* before the raise.
+StopKeepsWorkers == FALSE
+
+\* NoTaskToRetiredWorker: the round robin does not skip a retired (exhausted) worker: a task goes
+\* to a worker whose shard has ended, which drops it; its slot is skipped.
+SendsToRetired(w) == TRUE
+
+\* PrefetchWindowFills (SHOULD only): a prefetch window per loader, prefetch_factor batches in
+\* all, not prefetch_factor * num_workers; PrefetchBound (an upper bound) holds.
+PerLoaderPrefetchRoom == Cardinality(DOMAIN task_info) < PrefetchFactor
+
+\* NoSilentLoss: a persistent loader retires an exhausted worker as a non-persistent one does,
+\* by sending it None: the worker exits, and the next epoch's _ResumeIteration, queued behind the
+\* None, is never acknowledged; iter() waits until the timeout. The NothingLostOnTheWay before
+\* issue 38 excused a worker that was not alive, whatever ended it, and accepted this.
+PersistentRetireSendsNone == TRUE
+
 \* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
 \* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
 \* up to one step past the correct model's bounds, which is where their violation shows.
@@ -229,6 +250,8 @@ ViolationMonitor ==
     /\ ~ShutdownOrder => PrintT(<<"VIOLATES", "ShutdownOrder">>)
     /\ ~FatalErrorShutsDown => PrintT(<<"VIOLATES", "FatalErrorShutsDown">>)
     /\ ~JoinAfterSentinels => PrintT(<<"VIOLATES", "JoinAfterSentinels">>)
+    /\ ~StopIterationAfterShutdown => PrintT(<<"VIOLATES", "StopIterationAfterShutdown">>)
+    /\ ~NoTaskToRetiredWorker => PrintT(<<"VIOLATES", "NoTaskToRetiredWorker">>)
 
 -----------------------------------------------------------------------------
 (* Reachability witnesses, not broken loaders: tests/spec checks each as an invariant and    *)
@@ -237,6 +260,29 @@ ViolationMonitor ==
 \* Trace-check finding (docs/contracts.md): next() times out waiting for rcvd_idx's result
 \* while later tasks' results are already buffered in order.
 NoTimeoutWhileBuffered == ~(ENABLED MainTimeout /\ \E i \in DOMAIN task_info : Buffered(i))
+
+\* NothingLostOnTheWay as it was before issue 38, a witness that it excused too much (tests/spec:
+\* PersistentRetireSendsNone violates NoSilentLoss and holds this): a worker that was not alive,
+\* whatever ended it, excused its task and its resume acknowledgement, and a message queued for
+\* a worker that had exited (the loader sent it None) counted as on its way.
+TaskOnItsWayBefore38(i) ==
+    LET w == task_info[i].worker IN
+    \/ QueuedFor(w, "task", i)
+    \/ worker_state[w] = "busy" /\ worker_msg[w].idx = i /\ worker_msg[w].epoch = epoch
+    \/ worker_state[w] = "hung"
+    \/ \E m \in InFlight : m.kind # "resume" /\ m.idx = i /\ m.epoch = epoch
+AckOnItsWayBefore38(w) ==
+    \/ QueuedFor(w, "resume", NoIdx)
+    \/ \E m \in InFlight : m.kind = "resume" /\ m.worker = w /\ m.epoch = epoch
+NothingLostOnTheWayBefore38 ==
+    (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
+        /\ iter_state = "running" =>
+              \A i \in DOMAIN task_info :
+                  (task_info[i].data = NoMsg /\ Alive(task_info[i].worker) /\ Awaited(i))
+                      => TaskOnItsWayBefore38(i)
+        /\ iter_state = "resuming" =>
+              resume_iteration_cnt
+                  <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWayBefore38(w)})
 
 \* A worker blocked on a full result channel: it holds a result and there is no room.
 NoBlockedPut == ~\E w \in Workers : worker_state[w] = "busy" /\ ~HasRoom(w)

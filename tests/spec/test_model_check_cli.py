@@ -127,3 +127,11 @@ def test_a_manifest_table_needs_pass_or_its_violations(tmp_path: Path):
     manifest.write_text("[A]\ntier = 'broken'\n")
     with pytest.raises(ValueError, match="expect = 'pass' or violates"):
         modelcheck.load_manifest(manifest, out=tmp_path)
+
+
+def test_variants_states_the_models_of_each_tier_that_hold_a_variants_shape():
+    proc = _model_check("--variants")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {line.split(" | ")[0].strip("| "): line for line in proc.stdout.splitlines()}
+    assert "MCQuickIterablePin" in rows["LostShardEnd"]  # an IterableDataset through the pin
+    assert "MCQuickIterablePersistent" in rows["IterableSkipsNextEpoch"]

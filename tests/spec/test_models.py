@@ -330,3 +330,46 @@ def test_a_models_workers_reach_tlc_and_the_option_overrides_them(monkeypatch):
     modelcheck.check_model(longest, workers=1)
     modelcheck.check_model(QUICK[0])
     assert seen == [2, 1, 1]
+
+
+# --- issue 38 ---------------------------------------------------------------------------------
+
+
+def test_the_old_nothing_lost_on_the_way_accepted_a_persistent_retire_with_none(tmp_path: Path):
+    # PersistentRetireSendsNone: the retired worker exits on its None, the next epoch's resume is
+    # never acknowledged and iter() times out. The property before issue 38 excused any worker
+    # not alive; the manifest's run shows NoSilentLoss (the new one) violated.
+    model = next(m for m in BROKEN if m.name == "PersistentRetireSendsNone")
+    assert model.violates == {"NoSilentLoss"}
+    cfg = tmp_path / "old.cfg"
+    checks = "INVARIANT NothingLostOnTheWayBefore38\n"
+    cfg.write_text(variantcheck.without_checks(model.cfg.read_text()) + checks)
+    old = modelcheck.Model("Before38", model.spec, cfg, "adhoc")
+    assert modelcheck.check_model(old, timeout_s=TIMEOUT_S).found == "pass"
+
+
+def test_a_variant_shape_is_held_only_by_a_model_with_its_settings_and_faults():
+    by_name = {m.name: m for m in MANIFEST}
+    lost_end = by_name["LostShardEnd"]  # an IterableDataset through the pin thread
+    assert manifest.holds_shape(by_name["MCQuickIterablePin"], lost_end)
+    assert not manifest.holds_shape(by_name["MCQuickMap"], lost_end)  # no IterableDataset
+    assert not manifest.holds_shape(by_name["MCQuickIterable"], lost_end)  # no pin thread
+    window = by_name["PerLoaderPrefetchWindow"]  # breaks a temporal property: liveness needed
+    assert not manifest.holds_shape(by_name["MCQuickFaults"], window)
+    assert manifest.holds_shape(by_name["MCQuickMap"], window)
+
+
+def test_the_quick_tier_holds_the_shape_of_every_variant():
+    # CI (the quick tier) runs every loader shape a broken variant gets wrong, so it is never only
+    # the nightly tier that can reject one (the iterable + persistent and iterable + pin shapes).
+    shapes = manifest.variant_shapes(MANIFEST)
+    assert {name for name, tiers in shapes.items() if not tiers["quick"]} == set()
+
+
+def test_the_docs_variants_statement_is_the_manifests():
+    text = (SPEC.parents[1] / "docs" / "spec.md").read_text()
+    start, end = "<!-- variants: begin -->\n", "<!-- variants: end -->"
+    shown = text[text.index(start) + len(start) : text.index(end)]
+    assert shown == manifest.variant_table(MANIFEST), (
+        "docs/spec.md's variants statement is stale: paste `loaderspec model-check --variants`"
+    )
