@@ -173,8 +173,8 @@ class _InstantPort:
         self.sent.append((worker, message.idx))
 
     def wait(self) -> Any:
-        from loaderspec.reference.core import Kind
         from loaderspec.reference.messages import Arrived, Result
+        from loaderspec.reference.steps import Kind
 
         worker, idx = self.sent.popleft()
         return Arrived(worker, Result(idx, Kind.DATA, self.payload))
@@ -201,8 +201,9 @@ def _reference(n: int, rounds: int) -> dict[str, Figure]:
     from loaderspec.reference import loop, wire
     from loaderspec.reference.arena import MainArena, WorkerArena, small_batches_private
     from loaderspec.reference.channels import Receiver
-    from loaderspec.reference.core import Kind, ProtocolConfig, ProtocolCore
+    from loaderspec.reference.core import ProtocolConfig, ProtocolCore
     from loaderspec.reference.messages import Result, Task
+    from loaderspec.reference.steps import Kind
     from loaderspec.reference.worker import _index_message
     from loaderspec.reference.worker_core import WorkerCore
 

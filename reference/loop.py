@@ -18,14 +18,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from loaderspec.reference.core import (
-    OBSERVED_FAULT_METHOD,
-    Delivery,
-    Failure,
-    ProtocolCore,
-    Request,
-    Step,
-)
+from loaderspec.reference.core import Delivery, Failure, ProtocolCore
 from loaderspec.reference.messages import (
     RESUME,
     SENTINEL,
@@ -40,6 +33,8 @@ from loaderspec.reference.messages import (
     TimedOut,
     Traced,
 )
+from loaderspec.reference.steps import Step
+from loaderspec.reference.transitions import OBSERVED_FAULT_METHOD, Request
 from loaderspec.reference.worker_core import WORKER_METHOD, WorkerCore
 
 from loaderspec import tracewriter

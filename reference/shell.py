@@ -48,7 +48,7 @@ from loaderspec.reference.arena import available as arena_available
 from loaderspec.reference.base import BaseIter, LoaderOptions
 from loaderspec.reference.channels import Receiver
 from loaderspec.reference.checkpoint import trace_checkpoint, worker_starts
-from loaderspec.reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
+from loaderspec.reference.core import Failure, ProtocolConfig, ProtocolCore
 from loaderspec.reference.messages import (
     TRACE_ORDER_WAIT_S,
     Arrived,
@@ -63,6 +63,7 @@ from loaderspec.reference.messages import (
     WorkerChannels,
     WorkerConfig,
 )
+from loaderspec.reference.steps import Kind, ProtocolViolation
 from loaderspec.reference.worker import worker_loop
 from torch._utils import ExceptionWrapper
 from torch.utils.data import _DatasetKind
