@@ -23,7 +23,6 @@ from loaderspec.reference.messages import (
     RESUME,
     SENTINEL,
     Arrived,
-    Event,
     Exited,
     IndexMessage,
     Origin,
@@ -32,6 +31,7 @@ from loaderspec.reference.messages import (
     Task,
     TimedOut,
     Traced,
+    WaitEvent,
 )
 from loaderspec.reference.steps import Step
 from loaderspec.reference.transitions import OBSERVED_FAULT_METHOD, Request
@@ -60,7 +60,7 @@ class Port(Protocol):
         """Put ``message`` (a Task, RESUME or SENTINEL) into ``worker``'s index queue."""
         ...
 
-    def wait(self) -> Event:
+    def wait(self) -> WaitEvent:
         """Block until a result arrives, workers are found ended, a read fails, the pin thread
         is found dead, or the timeout runs out (reporting the workers found ended by then)."""
         ...
@@ -212,7 +212,7 @@ def _fail(core: ProtocolCore, port: Port) -> None:
     raise IteratorFailed(core.failure)
 
 
-def _on_other_event(core: ProtocolCore, port: Port, event: Event) -> None:
+def _on_other_event(core: ProtocolCore, port: Port, event: WaitEvent) -> None:
     """What a wait brought instead of a result. Ended workers, the timeout (with the workers
     found ended by then) and the pin thread's death are events: the core decides at its next
     step what they mean (a death it depends on wins over the timeout). A read that failed is a

@@ -124,7 +124,8 @@ class PinDied(NamedTuple):
     detail: str
 
 
-Event = Arrived | Exited | TimedOut | RecvFailed | PinDied
+# What a wait of the main process hands back (``loop.Port.wait``), one of the five above.
+WaitEvent = Arrived | Exited | TimedOut | RecvFailed | PinDied
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,6 @@ from loaderspec.reference.core import Failure, ProtocolConfig, ProtocolCore
 from loaderspec.reference.messages import (
     TRACE_ORDER_WAIT_S,
     Arrived,
-    Event,
     Exited,
     IndexMessage,
     PinDied,
@@ -60,6 +59,7 @@ from loaderspec.reference.messages import (
     Result,
     Task,
     TimedOut,
+    WaitEvent,
     WorkerChannels,
     WorkerConfig,
 )
@@ -137,7 +137,7 @@ def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
 
 def _pin_loop(
     receiver: Receiver,
-    data_queue: queue.Queue[Event],
+    data_queue: queue.Queue[WaitEvent],
     device_id: int,
     done_event: threading.Event,
     done_lock: threading.Lock,
@@ -336,7 +336,7 @@ class MultiProcessingIter(BaseIter):
     def _start_pin_thread(self, ctx: Any) -> None:
         self._pin_memory_thread_done_event = threading.Event()
         self._pin_done_lock = threading.Lock()
-        self._data_queue: queue.Queue[Event] = queue.Queue()
+        self._data_queue: queue.Queue[WaitEvent] = queue.Queue()
         self._wakeup = ctx.Pipe(duplex=False)
         device_id = (
             torch.accelerator.current_device_index() if torch.accelerator.is_available() else -1
@@ -451,7 +451,7 @@ class MultiProcessingIter(BaseIter):
             pass
 
     # -------------------------------------------------------- port: receive -----------------
-    def wait(self) -> Event:
+    def wait(self) -> WaitEvent:
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         event = self._next_event(deadline)
         if type(event) is Exited:
@@ -461,7 +461,7 @@ class MultiProcessingIter(BaseIter):
             return event._replace(ended=self._on_exit(()).workers)
         return event
 
-    def _next_event(self, deadline: float | None) -> Event:
+    def _next_event(self, deadline: float | None) -> WaitEvent:
         if self._pin_memory_thread is not None:
             while True:
                 pin_wait_s = _PIN_POLL_S if deadline is None else deadline - time.monotonic()

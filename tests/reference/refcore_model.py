@@ -22,7 +22,6 @@ from loaderspec.reference import loop
 from loaderspec.reference.core import Delivery, ProtocolConfig, ProtocolCore
 from loaderspec.reference.messages import (
     Arrived,
-    Event,
     Exited,
     IndexMessage,
     PinDied,
@@ -30,6 +29,7 @@ from loaderspec.reference.messages import (
     Result,
     Task,
     TimedOut,
+    WaitEvent,
 )
 from loaderspec.reference.proposals import ALARM_ACTIONS, try_of
 from loaderspec.reference.steps import Kind, ProtocolViolation
@@ -252,7 +252,7 @@ class World:
         self.workers[worker].index_queue.append(message)
         self.check()
 
-    def wait(self) -> Event:
+    def wait(self) -> WaitEvent:
         """Run world steps until the main process has something to read."""
         while True:
             self.check()
