@@ -74,6 +74,31 @@ def test_every_row_action_has_a_proposal_and_the_others_are_reported():
         assert set(row) <= set(SHUTDOWN_TRANSITIONS[stage]), stage
 
 
+def _modules_imported_whole(source: str) -> list[str]:
+    """The core's modules that ``source`` imports as modules (``from loaderspec.reference import
+    guards``, ``import loaderspec.reference.guards``): their names would then be read as
+    attributes on every step, where a name imported from them is a module name of the reader."""
+    core = {name.removesuffix(".py") for name in CORE_MODULES}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "loaderspec.reference":
+            found += [a.name for a in node.names if a.name in core]
+        elif isinstance(node, ast.Import):
+            found += [
+                a.name.rsplit(".", 1)[1] for a in node.names if a.name.rsplit(".", 1)[-1] in core
+            ]
+    return found
+
+
+def test_the_core_modules_import_names_from_each_other_not_modules():
+    """Split across modules, the per-batch path still reads the tables, guards and rows as
+    module names (bound by ``from ... import``), never as another module's attributes."""
+    assert _modules_imported_whole("from loaderspec.reference import guards\n") == ["guards"]
+    assert _modules_imported_whole("import loaderspec.reference.proposals\n") == ["proposals"]
+    for name in CORE_MODULES:
+        assert _modules_imported_whole((REFERENCE / name).read_text()) == [], name
+
+
 def test_each_guard_is_written_once():
     """Each guard is defined once, and the method of its action asks it (next_action() asks it
     through PROPOSALS): no method keeps a copy of its action's condition."""
