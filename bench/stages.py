@@ -83,7 +83,7 @@ MEASURED = (
     "other, workers (measured - stages)",
 )
 # A stage's figure: (process, us per batch, how it was taken), or the reason it has none.
-Figure = tuple[str, float, str] | str
+StageFigure = tuple[str, float, str] | str
 
 
 def _cpu_us(body: Callable[[int], None], n: int, rounds: int) -> float:
@@ -173,8 +173,8 @@ class _InstantPort:
         self.sent.append((worker, message.idx))
 
     def wait(self) -> Any:
-        from loaderspec.reference.core import Kind
         from loaderspec.reference.messages import Arrived, Result
+        from loaderspec.reference.steps import Kind
 
         worker, idx = self.sent.popleft()
         return Arrived(worker, Result(idx, Kind.DATA, self.payload))
@@ -197,18 +197,19 @@ class _InstantPort:
         raise AssertionError("the instant port's epoch never ends")
 
 
-def _reference(n: int, rounds: int) -> dict[str, Figure]:
+def _reference(n: int, rounds: int) -> dict[str, StageFigure]:
     from loaderspec.reference import loop, wire
     from loaderspec.reference.arena import MainArena, WorkerArena, small_batches_private
     from loaderspec.reference.channels import Receiver
-    from loaderspec.reference.core import Kind, ProtocolConfig, ProtocolCore
+    from loaderspec.reference.core import ProtocolConfig, ProtocolCore
     from loaderspec.reference.messages import Result, Task
+    from loaderspec.reference.steps import Kind
     from loaderspec.reference.worker import _index_message
     from loaderspec.reference.worker_core import WorkerCore
 
     from loaderspec.vocabulary import Action
 
-    out: dict[str, Figure] = {}
+    out: dict[str, StageFigure] = {}
     index_r, index_w = _pipe()
     indexes = wire.index_reader(index_r)
     task = Task(7, list(range(BATCH))).to_wire()
@@ -289,12 +290,14 @@ def _reference(n: int, rounds: int) -> dict[str, Figure]:
 
 
 # ------------------------------------------------------------------ torch -------------------
-def _torch(n: int, rounds: int) -> dict[str, Figure]:
+def _torch(n: int, rounds: int) -> dict[str, StageFigure]:
     from multiprocessing.reduction import ForkingPickler
 
     import torch.multiprocessing as torch_mp
 
-    out: dict[str, Figure] = {"send index": "n/a: a queue put hands the index to a feeder thread"}
+    out: dict[str, StageFigure] = {
+        "send index": "n/a: a queue put hands the index to a feeder thread"
+    }
     index_queue = torch_mp.get_context("fork").Queue()
     task = (7, list(range(BATCH)))
 
@@ -351,7 +354,7 @@ def _torch(n: int, rounds: int) -> dict[str, Figure]:
 
 
 # ------------------------------------------------------------------ nodes-thread ------------
-def _nodes_thread(n: int, rounds: int) -> dict[str, Figure]:
+def _nodes_thread(n: int, rounds: int) -> dict[str, StageFigure]:
     items = _items()
     handoff: queue.Queue[Any] = queue.Queue()
 
@@ -380,7 +383,7 @@ def _nodes_thread(n: int, rounds: int) -> dict[str, Figure]:
     }
 
 
-_STAGES: dict[str, Callable[[int, int], dict[str, Figure]]] = {
+_STAGES: dict[str, Callable[[int, int], dict[str, StageFigure]]] = {
     "reference": _reference,
     "torch": _torch,
     "nodes-thread": _nodes_thread,
@@ -416,7 +419,7 @@ def _measured(loader: str, window: int) -> dict[str, float]:
     }
 
 
-def _target(loader: str, quick: bool) -> tuple[dict[str, float], dict[str, Figure]]:
+def _target(loader: str, quick: bool) -> tuple[dict[str, float], dict[str, StageFigure]]:
     """The sandbox target: one cheap epoch measured, then each stage in isolation."""
     measured = _measured(loader, _WINDOW[quick])
     return measured, _STAGES[loader](_BATCHES[quick], _ROUNDS[quick])
@@ -443,7 +446,7 @@ def rows(names: dict[str, str | None], quick: bool, progress: Callable[[str], No
 
 
 def _loader_rows(
-    label: str, measured: dict[str, float], stages: dict[str, Figure], window: int
+    label: str, measured: dict[str, float], stages: dict[str, StageFigure], window: int
 ) -> list[Row]:
     out: list[Row] = []
     summed = {"main": 0.0, "worker": 0.0}

@@ -1,7 +1,7 @@
 """Length-prefixed pickles over a pipe, between the sandbox harness and its child.
 
 One message is an 8-byte big-endian length and a pickle. Writes are blocking (the child's messages
-are small, and the harness always reads); reads go through `Reader`, which never blocks: the
+are small, and the harness always reads); reads go through `ReceiveBuffer`, which never blocks: the
 harness feeds it whatever `os.read` returned after `select` said the pipe was readable.
 """
 
@@ -12,7 +12,7 @@ import pickle
 import struct
 from typing import Any
 
-__all__ = ["Reader", "send"]
+__all__ = ["ReceiveBuffer", "send"]
 
 _HEADER = struct.Struct(">Q")
 
@@ -25,7 +25,7 @@ def send(fd: int, message: Any) -> None:
         view = view[os.write(fd, view) :]
 
 
-class Reader:
+class ReceiveBuffer:
     """Collects bytes and hands back the whole messages among them."""
 
     def __init__(self) -> None:

@@ -353,7 +353,7 @@ def group(cls: type, plan: RankPlan) -> int:
         os.set_blocking(r, False)
         readers[r] = rank
         pidfds[os.pidfd_open(pid)] = pid
-    decoders = {fd: _wire.Reader() for fd in readers}
+    decoders = {fd: _wire.ReceiveBuffer() for fd in readers}
     running = dict(pidfds)
     helpers: list[int] = []
     while running:  # bounded by the sandbox's deadline, which kills the whole session
@@ -381,7 +381,7 @@ def _reap_helpers(pids: list[int]) -> None:
         processes.reap(pid)
 
 
-def _relay(readers: dict[int, int], decoders: dict[int, _wire.Reader]) -> list[int]:
+def _relay(readers: dict[int, int], decoders: dict[int, _wire.ReceiveBuffer]) -> list[int]:
     """Pass the ranks' events on to the harness; the helper pids their `left` events name."""
     helpers: list[int] = []
     for fd in readers:

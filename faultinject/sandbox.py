@@ -323,7 +323,7 @@ class _Run:
         self.orphan_grace_s = orphan_grace_s
         self.linger_s = linger_s
         self.returned_at: float | None = None
-        self.reader = _wire.Reader()
+        self.reader = _wire.ReceiveBuffer()
         self.seen: dict[int, psutil.Process] = {}
         self.ids: dict[int, Identity] = {}  # each process as first seen (`Identity`)
         self.shm_known: set[str] = set()  # /dev/shm entries at the start or at a last look

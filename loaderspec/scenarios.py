@@ -29,7 +29,7 @@ from loaderspec.faultinject.events import Error
 from loaderspec.faultinject.faults import Hang
 from loaderspec.manifest import default_constants, spec_dir
 from loaderspec.replay import HANG_S, REFERENCE, TIMEOUT_S, Replay, Schedule, play
-from loaderspec.stategraph import Graph, Step, dump_graph, random_walk, shortest_path_taking
+from loaderspec.stategraph import Edge, Graph, dump_graph, random_walk, shortest_path_taking
 from loaderspec.tlavalues import parse
 from loaderspec.tracecompile import BASE_SPEC
 from loaderspec.traces import IteratorTrace
@@ -91,7 +91,7 @@ def _head_task(state: dict[str, Any], worker: Any) -> int | None:
     return queue[0]["idx"] if queue and queue[0]["kind"] == "task" else None
 
 
-def schedule_of(model: str, path: Sequence[Step], name: str) -> Schedule:
+def schedule_of(model: str, path: Sequence[Edge], name: str) -> Schedule:
     """The schedule that replays a behaviour of ``model`` (see the module docstring)."""
     g, consts = graph(model), MODELS[model]
     num_tasks = int(consts["NumTasks"])

@@ -29,8 +29,8 @@ _VAR_LINE_RE = re.compile(r"^(?:/\\ )?([A-Za-z_]\w*) = (.*)$", re.S)
 
 
 @dataclass(frozen=True)
-class Step:
-    """One labelled step of the graph."""
+class Edge:
+    """One labelled step of the graph: an edge of TLC's state graph, ``source`` -> ``target``."""
 
     action: str
     source: str  # state id
@@ -44,7 +44,7 @@ class Graph:
 
     labels: dict[str, str] = field(default_factory=dict)
     initial: list[str] = field(default_factory=list)
-    steps: dict[str, list[Step]] = field(default_factory=dict)  # by source state
+    steps: dict[str, list[Edge]] = field(default_factory=dict)  # by source state
 
     def state(self, state_id: str) -> dict[str, Any]:
         """The variables of one state, parsed."""
@@ -78,7 +78,7 @@ def parse_dot(text: str) -> Graph:
     for line in text.splitlines():
         line = line.strip()
         if match := _EDGE_RE.match(line):
-            step = Step(match.group(3), match.group(1), match.group(2))
+            step = Edge(match.group(3), match.group(1), match.group(2))
             graph.steps.setdefault(step.source, []).append(step)
         elif match := _NODE_RE.match(line):
             graph.labels[match.group(1)] = match.group(2)
@@ -116,9 +116,9 @@ def dump_graph(spec: Path, constants: Mapping[str, str], *, timeout_s: float = 1
         return parse_dot(dot_file.read_text())
 
 
-def shortest_path_taking(graph: Graph, action: str) -> list[Step] | None:
+def shortest_path_taking(graph: Graph, action: str) -> list[Edge] | None:
     """The fewest steps from an initial state ending with a step of ``action`` (BFS)."""
-    parent: dict[str, Step | None] = dict.fromkeys(graph.initial)
+    parent: dict[str, Edge | None] = dict.fromkeys(graph.initial)
     queue = deque(graph.initial)
     while queue:
         state = queue.popleft()
@@ -131,8 +131,8 @@ def shortest_path_taking(graph: Graph, action: str) -> list[Step] | None:
     return None
 
 
-def _path_to(parent: Mapping[str, Step | None], state: str) -> list[Step]:
-    path: list[Step] = []
+def _path_to(parent: Mapping[str, Edge | None], state: str) -> list[Edge]:
+    path: list[Edge] = []
     step = parent[state]
     while step is not None:
         path.append(step)
@@ -140,10 +140,10 @@ def _path_to(parent: Mapping[str, Step | None], state: str) -> list[Step]:
     return path[::-1]
 
 
-def random_walk(graph: Graph, rng: random.Random, max_steps: int = 200) -> list[Step]:
+def random_walk(graph: Graph, rng: random.Random, max_steps: int = 200) -> list[Edge]:
     """A seeded random behaviour from an initial state until no step is left (or max_steps)."""
     state = rng.choice(graph.initial)
-    path: list[Step] = []
+    path: list[Edge] = []
     for _ in range(max_steps):
         out = graph.steps.get(state)
         if not out:

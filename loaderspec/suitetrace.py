@@ -59,7 +59,7 @@ def validate(root: Path) -> dict[str, Any]:
         runs.extend(found)
     verdicts = tracecheck.check_runs(runs, jobs=tracecheck.default_jobs()) if runs else []
 
-    def case_of(verdict: tracecheck.Verdict) -> str:
+    def case_of(verdict: tracecheck.RunVerdict) -> str:
         return Path(verdict.run.name.split("#")[0]).name
 
     summary = {

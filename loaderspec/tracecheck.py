@@ -93,7 +93,7 @@ _HIDDEN_VARS = frozenset({"tr", "l"})
 
 
 @dataclass(frozen=True)
-class Verdict:
+class RunVerdict:
     """What trace validation concluded about one run."""
 
     run: IteratorTrace
@@ -299,7 +299,7 @@ def _initial_state(output: str) -> dict[str, str]:
     return values
 
 
-def localise(verdict: Verdict) -> Verdict:
+def localise(verdict: RunVerdict) -> RunVerdict:
     """A rejection with the spec state before its first bad record and, for NOT-A-BEHAVIOUR,
     whether that record's action was enabled there (two more TLC calls, one run each)."""
     if verdict.ok or verdict.line is None:
@@ -308,7 +308,7 @@ def localise(verdict: Verdict) -> Verdict:
         return _localise(Path(tmp), verdict, constants_for(verdict.run))
 
 
-def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
+def _localise(workdir: Path, verdict: RunVerdict, constants: Constants) -> RunVerdict:
     if verdict.line is None:
         return verdict
     _, state = _state_at(workdir, verdict.run, constants, verdict.line)
@@ -318,7 +318,7 @@ def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
         enabled, post = _state_at(
             workdir, verdict.run, constants, verdict.line + 1, check_post=False
         )
-    return Verdict(
+    return RunVerdict(
         verdict.run,
         verdict.status,
         verdict.line,
@@ -333,7 +333,7 @@ def _localise(workdir: Path, verdict: Verdict, constants: Constants) -> Verdict:
 
 def _judge_batch(
     runs: Sequence[IteratorTrace], result: tlc.TlcResult, share: float
-) -> list[Verdict]:
+) -> list[RunVerdict]:
     if result.violated is not None and result.violated not in _violation_names(result.output):
         tail = "\n".join(result.output.splitlines()[-25:])
         why = f"TLC: {result.violated}"
@@ -342,7 +342,7 @@ def _judge_batch(
                 " (a step the trace spec took is no step of DataLoader's Next: the trace spec"
                 " is wrong, whatever the log says)"
             )
-        return [Verdict(run, ERROR, detail=f"{why}\n{tail}") for run in runs]
+        return [RunVerdict(run, ERROR, detail=f"{why}\n{tail}") for run in runs]
     furthest = _furthest(result.output)
     ends = _ended_at(result.output)
     bad = _violations(result.output)
@@ -352,20 +352,20 @@ def _judge_batch(
         reached = furthest.get(number, 0)
         if number in bad:
             name, line, state = bad[number]
-            verdicts.append(Verdict(run, VIOLATES, line - 1, name, state, seconds=share))
+            verdicts.append(RunVerdict(run, VIOLATES, line - 1, name, state, seconds=share))
         elif last in ends.get(number, set()):
-            verdicts.append(Verdict(run, ACCEPTED, seconds=share))
+            verdicts.append(RunVerdict(run, ACCEPTED, seconds=share))
         elif reached >= last:
-            verdicts.append(Verdict(run, INCOMPLETE, last, seconds=share))
+            verdicts.append(RunVerdict(run, INCOMPLETE, last, seconds=share))
         elif _main_log_cut(run, max(reached, 1)):
             # (gate, issue 21) The main process's log lost its tail while its workers' logs go
             # on: a prefix of the run, which the spec never judged whole, not a wrong step.
             at = max(reached, 1)
             verdicts.append(
-                Verdict(run, INCOMPLETE, at, detail=MSG_CUT.format(at=at), seconds=share)
+                RunVerdict(run, INCOMPLETE, at, detail=MSG_CUT.format(at=at), seconds=share)
             )
         else:
-            verdicts.append(Verdict(run, NOT_A_BEHAVIOUR, max(reached, 1), seconds=share))
+            verdicts.append(RunVerdict(run, NOT_A_BEHAVIOUR, max(reached, 1), seconds=share))
     return verdicts
 
 
@@ -410,7 +410,7 @@ def check_runs(
     localise: bool = True,
     check_post_state: bool = True,
     jobs: int = 1,
-) -> list[Verdict]:
+) -> list[RunVerdict]:
     """Validate runs against the spec, batching those with the same constants into one TLC call;
     ``jobs`` TLC calls at a time (each is a JVM of its own: on a machine with cores to spare,
     runs of many different configurations check in a fraction of the time).
@@ -428,10 +428,10 @@ def check_runs(
         for batch_no, (constants, indexes) in enumerate(groups.items())
         for start in range(0, len(indexes), batch_size)
     ]
-    verdicts: dict[int, Verdict] = {}
+    verdicts: dict[int, RunVerdict] = {}
     with tempfile.TemporaryDirectory(prefix="loaderspec-trace-") as tmp:
 
-        def check(name: str, constants: Constants, chunk: list[int]) -> list[Verdict]:
+        def check(name: str, constants: Constants, chunk: list[int]) -> list[RunVerdict]:
             workdir = Path(tmp) / f"batch{name}"
             batch = [runs[i] for i in chunk]
             result = _run_model(

@@ -1,9 +1,11 @@
 """The reference loader, ``from loaderspec.reference import DataLoader``: torch 2.13's API, the
 spec's protocol.
 
-``reference.core`` is the protocol as a pure state machine, ``reference.loop`` the one loop that
-runs it, ``reference.shell`` the processes and pipes it runs on. Trace records go through
-``loaderspec.tracewriter``. ``get_worker_info`` is torch's own: inside a reference worker,
+``reference.core`` is the protocol as a pure state machine (its tables in
+``reference.transitions``, its guards and compiled rows in ``reference.guards`` and
+``reference.proposals``), ``reference.loop`` the one loop that runs it, ``reference.shell``
+the processes and pipes it runs on. Trace records go through ``loaderspec.tracewriter``.
+``get_worker_info`` is torch's own: inside a reference worker,
 ``torch.utils.data.get_worker_info()`` works as usual.
 
 The names are imported on first use, so ``import reference.core`` (the pure core) does not

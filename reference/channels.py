@@ -25,7 +25,7 @@ from typing import Any
 
 from loaderspec.reference import wire
 from loaderspec.reference.arena import MainArena
-from loaderspec.reference.messages import Arrived, Event, Exited, RecvFailed, Result
+from loaderspec.reference.messages import Arrived, Exited, RecvFailed, Result, WaitEvent
 
 _new = tuple.__new__  # Arrived(...) without the NamedTuple's Python-level __new__: once a batch
 
@@ -46,7 +46,7 @@ class Receiver:
         self._arenas: list[MainArena | None] = arenas or [None] * len(conns)
         self._by_worker: dict[int, Connection] = dict(enumerate(conns))
         self._sentinels: dict[int, int] = {s: w for w, s in enumerate(sentinels)}
-        self.inbox: deque[Event] = deque()
+        self.inbox: deque[WaitEvent] = deque()
         self._poller = select.poll()
         self._by_fd: dict[int, Any] = {}  # registered fd -> its pipe, sentinel or extra object
         for obj in [*conns, *sentinels]:

@@ -18,19 +18,11 @@ import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from loaderspec.reference.core import (
-    OBSERVED_FAULT_METHOD,
-    Delivery,
-    Failure,
-    ProtocolCore,
-    Request,
-    Step,
-)
+from loaderspec.reference.core import Delivery, Failure, ProtocolCore
 from loaderspec.reference.messages import (
     RESUME,
     SENTINEL,
     Arrived,
-    Event,
     Exited,
     IndexMessage,
     Origin,
@@ -39,7 +31,10 @@ from loaderspec.reference.messages import (
     Task,
     TimedOut,
     Traced,
+    WaitEvent,
 )
+from loaderspec.reference.steps import Step
+from loaderspec.reference.transitions import OBSERVED_FAULT_METHOD, Request
 from loaderspec.reference.worker_core import WORKER_METHOD, WorkerCore
 
 from loaderspec import tracewriter
@@ -65,7 +60,7 @@ class Port(Protocol):
         """Put ``message`` (a Task, RESUME or SENTINEL) into ``worker``'s index queue."""
         ...
 
-    def wait(self) -> Event:
+    def wait(self) -> WaitEvent:
         """Block until a result arrives, workers are found ended, a read fails, the pin thread
         is found dead, or the timeout runs out (reporting the workers found ended by then)."""
         ...
@@ -217,7 +212,7 @@ def _fail(core: ProtocolCore, port: Port) -> None:
     raise IteratorFailed(core.failure)
 
 
-def _on_other_event(core: ProtocolCore, port: Port, event: Event) -> None:
+def _on_other_event(core: ProtocolCore, port: Port, event: WaitEvent) -> None:
     """What a wait brought instead of a result. Ended workers, the timeout (with the workers
     found ended by then) and the pin thread's death are events: the core decides at its next
     step what they mean (a death it depends on wins over the timeout). A read that failed is a

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from loaderspec.reference.core import Kind
+from loaderspec.reference.steps import Kind
 
 # Index-queue messages that are not tasks.
 RESUME = "resume"  # a new epoch begins (torch's _ResumeIteration); the worker acks with a Result
@@ -124,7 +124,8 @@ class PinDied(NamedTuple):
     detail: str
 
 
-Event = Arrived | Exited | TimedOut | RecvFailed | PinDied
+# What a wait of the main process hands back (``loop.Port.wait``), one of the five above.
+WaitEvent = Arrived | Exited | TimedOut | RecvFailed | PinDied
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,10 @@ from loaderspec.reference.arena import available as arena_available
 from loaderspec.reference.base import BaseIter, LoaderOptions
 from loaderspec.reference.channels import Receiver
 from loaderspec.reference.checkpoint import trace_checkpoint, worker_starts
-from loaderspec.reference.core import Failure, Kind, ProtocolConfig, ProtocolCore, ProtocolViolation
+from loaderspec.reference.core import Failure, ProtocolConfig, ProtocolCore
 from loaderspec.reference.messages import (
     TRACE_ORDER_WAIT_S,
     Arrived,
-    Event,
     Exited,
     IndexMessage,
     PinDied,
@@ -60,9 +59,11 @@ from loaderspec.reference.messages import (
     Result,
     Task,
     TimedOut,
+    WaitEvent,
     WorkerChannels,
     WorkerConfig,
 )
+from loaderspec.reference.steps import Kind, ProtocolViolation
 from loaderspec.reference.worker import worker_loop
 from torch._utils import ExceptionWrapper
 from torch.utils.data import _DatasetKind
@@ -136,7 +137,7 @@ def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
 
 def _pin_loop(
     receiver: Receiver,
-    data_queue: queue.Queue[Event],
+    data_queue: queue.Queue[WaitEvent],
     device_id: int,
     done_event: threading.Event,
     done_lock: threading.Lock,
@@ -335,7 +336,7 @@ class MultiProcessingIter(BaseIter):
     def _start_pin_thread(self, ctx: Any) -> None:
         self._pin_memory_thread_done_event = threading.Event()
         self._pin_done_lock = threading.Lock()
-        self._data_queue: queue.Queue[Event] = queue.Queue()
+        self._data_queue: queue.Queue[WaitEvent] = queue.Queue()
         self._wakeup = ctx.Pipe(duplex=False)
         device_id = (
             torch.accelerator.current_device_index() if torch.accelerator.is_available() else -1
@@ -450,7 +451,7 @@ class MultiProcessingIter(BaseIter):
             pass
 
     # -------------------------------------------------------- port: receive -----------------
-    def wait(self) -> Event:
+    def wait(self) -> WaitEvent:
         deadline = time.monotonic() + self._timeout if self._timeout > 0 else None
         event = self._next_event(deadline)
         if type(event) is Exited:
@@ -460,7 +461,7 @@ class MultiProcessingIter(BaseIter):
             return event._replace(ended=self._on_exit(()).workers)
         return event
 
-    def _next_event(self, deadline: float | None) -> Event:
+    def _next_event(self, deadline: float | None) -> WaitEvent:
         if self._pin_memory_thread is not None:
             while True:
                 pin_wait_s = _PIN_POLL_S if deadline is None else deadline - time.monotonic()

@@ -38,7 +38,6 @@ import torch
 from loaderspec.reference import wire
 from loaderspec.reference.arena import WorkerArena, small_batches_private
 from loaderspec.reference.checkpoint import start_fetcher
-from loaderspec.reference.core import Kind, Step
 from loaderspec.reference.loop import take
 from loaderspec.reference.messages import (
     RESUME,
@@ -50,6 +49,7 @@ from loaderspec.reference.messages import (
     WorkerChannels,
     WorkerConfig,
 )
+from loaderspec.reference.steps import Kind, Step
 from loaderspec.reference.worker_core import WorkerCore
 from torch._utils import ExceptionWrapper
 from torch.utils.data import _DatasetKind

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loaderspec.reference.core import Kind, ProtocolViolation, Step
 from loaderspec.reference.messages import (
     NO_TASK,
     RESUME,
@@ -39,6 +38,7 @@ from loaderspec.reference.messages import (
     Result,
     Task,
 )
+from loaderspec.reference.steps import Kind, ProtocolViolation, Step
 
 from loaderspec.vocabulary import WORKER_STATE_ACTIONS, Action
 

@@ -29,6 +29,10 @@ STAGE = ROOT / "build" / "mypy"
 # fault-injection harness's plan, events and driver (all of faultinject is, today).
 STRICT_AT_LEAST = (
     "loaderspec.reference.core",
+    "loaderspec.reference.transitions",
+    "loaderspec.reference.guards",
+    "loaderspec.reference.proposals",
+    "loaderspec.reference.steps",
     "loaderspec.reference.worker_core",
     "loaderspec.reference.messages",
     "loaderspec.reference.loop",

@@ -11,8 +11,8 @@ translation to its loader:
   cannot express, and why). `loaderspec_unsupported(**kwargs)` answers from that list before
   anything is built (the suite turns the answer into a SKIP), and the constructor raises
   `NotImplementedError` with the same one line.
-* `Fetch` is torch's own map-style fetcher (`_MapDatasetFetcher`: `__getitems__` where the dataset
-  has one, then `collate_fn`), the function the adapted loaders' workers run.
+* `BatchFetcher` is torch's own map-style fetcher (`_MapDatasetFetcher`: `__getitems__` where the
+  dataset has one, then `collate_fn`), the function the adapted loaders' workers run.
 
 This module must not know any adapted loader.
 """
@@ -29,7 +29,15 @@ from torch.utils.data import DataLoader as TorchDataLoader
 from torch.utils.data import IterableDataset
 from torch.utils.data._utils.fetch import _MapDatasetFetcher
 
-__all__ = ["Adapter", "Fetch", "Limit", "given", "index_batches", "is_iterable", "start_method"]
+__all__ = [
+    "Adapter",
+    "BatchFetcher",
+    "Limit",
+    "given",
+    "index_batches",
+    "is_iterable",
+    "start_method",
+]
 
 _SIGNATURE = inspect.signature(TorchDataLoader.__init__)
 
@@ -84,7 +92,7 @@ def index_batches(loader: TorchDataLoader) -> Iterator[Any]:
     return iter(loader.sampler)
 
 
-class Fetch:
+class BatchFetcher:
     """A worker's job in torch's map-style protocol: index (or index list) -> collated batch.
 
     torch's own fetcher does it, so `__getitems__`, auto-collation and `collate_fn` behave as in

@@ -43,7 +43,7 @@ except ImportError as exc:  # an optional extra
 
 from loaderspec.conformance.adapters._front import (
     Adapter,
-    Fetch,
+    BatchFetcher,
     Limit,
     draw_base_seed,
     given,
@@ -96,7 +96,7 @@ class _Relay:
 class _FetchTransform(gp.MapTransform):
     """grain's per-record transformation: torch's fetch + collate of one batch (in a worker)."""
 
-    def __init__(self, fetch: Fetch) -> None:
+    def __init__(self, fetch: BatchFetcher) -> None:
         self.fetch = fetch
 
     def map(self, element: Any) -> Any:
@@ -202,7 +202,7 @@ class Loader(Adapter):
         loader = gp.DataLoader(
             data_source=_Batches(batches),
             sampler=gp.IndexSampler(len(batches), shuffle=False, num_epochs=1),
-            operations=[_FetchTransform(Fetch(dl))],
+            operations=[_FetchTransform(BatchFetcher(dl))],
             worker_count=dl.num_workers,
             worker_buffer_size=dl.prefetch_factor or 1,
             shard_options=gp.NoSharding(),

@@ -49,7 +49,7 @@ except ImportError as exc:  # an optional extra
 
 from loaderspec.conformance.adapters._front import (
     Adapter,
-    Fetch,
+    BatchFetcher,
     Limit,
     draw_base_seed,
     given,
@@ -110,7 +110,7 @@ class _NodesLoader(Adapter):
         prefetch = dl.prefetch_factor or 0
         node = tn.ParallelMapper(
             node,
-            Fetch(dl),
+            BatchFetcher(dl),
             num_workers=workers,
             in_order=dl.in_order,
             method=self.method,

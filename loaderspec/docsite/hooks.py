@@ -112,7 +112,7 @@ def _state_diagrams(page_dir: str, up: str) -> str:
         src = posixpath.relpath(f"{DIAGRAMS}/{table.name}.svg", page_dir)
         out.append(
             f"![The core's {table.name}]({src})\n\n"
-            f"*Drawn at build time from [`{table.name}`]({up}{statediagram.CORE_SOURCE}"
+            f"*Drawn at build time from [`{table.name}`]({up}{statediagram.TABLES_SOURCE}"
             f"#{table.name}). A box with a double border has no way out.*"
         )
     return "\n\n".join(out)

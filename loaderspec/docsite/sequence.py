@@ -76,7 +76,7 @@ assert set(SENDS_TO) == set(Action), "every action needs a SENDS_TO entry"
 
 
 @dataclass(frozen=True)
-class Row:
+class DrawnRecord:
     """One record as drawn: from which lifeline to which (equal for a step), and its label."""
 
     record: Record
@@ -118,18 +118,18 @@ def label(record: Record, *, arrow: bool) -> str:
     return text
 
 
-def rows_of(run: IteratorTrace) -> list[Row]:
+def rows_of(run: IteratorTrace) -> list[DrawnRecord]:
     """The drawable rows of a run (its ``Config`` header is not an action and is left out)."""
     pinned = bool(run.config.get("pin_memory")) or any(r.actor == "Pin" for r in run.records)
     rows = []
     for record in run.records:
         source = lane_of(record)
         target = _target(record, pinned)
-        rows.append(Row(record, source, target, label(record, arrow=source != target)))
+        rows.append(DrawnRecord(record, source, target, label(record, arrow=source != target)))
     return rows
 
 
-def lanes_of(run: IteratorTrace, rows: list[Row]) -> list[str]:
+def lanes_of(run: IteratorTrace, rows: list[DrawnRecord]) -> list[str]:
     """Main, the workers, then Pin and Fault where the run has them."""
     seen = {r.source for r in rows} | {r.target for r in rows}
     workers = int(run.config.get("num_workers") or 0)

@@ -1,9 +1,10 @@
 """The core's state diagrams, drawn from its transition tables (as h11 draws its own).
 
 ``core_tables`` is the one place that knows where the tables are: every module-level
-``*TRANSITIONS`` mapping of ``reference.core``, either nested (``{state: {action: state}}``, like
-``PHASE_TRANSITIONS``) or flat (``{(state, action): state}``). A table added there is drawn
-without touching this module; a table of another shape needs only ``core_tables`` changed.
+``*TRANSITIONS`` mapping of ``reference.transitions``, either nested
+(``{state: {action: state}}``, like ``PHASE_TRANSITIONS``) or flat
+(``{(state, action): state}``). A table added there is drawn without touching this module; a
+table of another shape needs only ``core_tables`` changed.
 Graphviz's ``dot`` (Debian's ``graphviz``, installed by ``scripts/setup.sh``) lays it out as SVG.
 """
 
@@ -17,8 +18,8 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-CORE_MODULE = "loaderspec.reference.core"
-CORE_SOURCE = "reference/core.py"
+TABLES_MODULE = "loaderspec.reference.transitions"
+TABLES_SOURCE = "reference/transitions.py"
 DOT_TIMEOUT_S = 30.0
 
 
@@ -44,7 +45,7 @@ def _nested(table: Mapping[Any, Any]) -> dict[Any, dict[Any, Any]] | None:
 
 
 def core_tables(module: ModuleType | None = None) -> list[Table]:
-    """The transition tables of the core (``reference.core`` unless another module is given).
+    """The transition tables of the core (``reference.transitions`` unless another module is given).
 
     Raises:
         LookupError: the module defines no ``*TRANSITIONS`` table of a known shape.
@@ -52,7 +53,7 @@ def core_tables(module: ModuleType | None = None) -> list[Table]:
     if module is None:
         import importlib
 
-        module = importlib.import_module(CORE_MODULE)
+        module = importlib.import_module(TABLES_MODULE)
     tables = []
     for name, value in vars(module).items():
         if name.endswith("TRANSITIONS") and isinstance(value, Mapping):

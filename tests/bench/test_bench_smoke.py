@@ -453,7 +453,7 @@ def test_resume_rows_from_figures():
 
 
 def test_stages_other_is_measured_minus_the_stages_per_process():
-    figures: dict[str, stages.Figure] = dict.fromkeys(stages.STAGES, "n/a: none here")
+    figures: dict[str, stages.StageFigure] = dict.fromkeys(stages.STAGES, "n/a: none here")
     figures["fetch (4 x __getitem__)"] = ("worker", 8.0, "made up")
     figures["serialize"] = ("worker", 2.0, "made up")
     figures["deserialize"] = ("main", 5.0, "made up")

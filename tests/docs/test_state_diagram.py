@@ -7,7 +7,7 @@ import enum
 import types
 
 import pytest
-from loaderspec.reference import core
+from loaderspec.reference import transitions
 
 from loaderspec.docsite import statediagram
 from loaderspec.vocabulary import Action
@@ -20,7 +20,7 @@ def _edges(dot: str) -> set[str]:
 def test_every_transition_of_the_core_is_an_edge():
     (table,) = [t for t in statediagram.core_tables() if t.name == "PHASE_TRANSITIONS"]
     dot = statediagram.to_dot(table)
-    for state, row in core.PHASE_TRANSITIONS.items():
+    for state, row in transitions.PHASE_TRANSITIONS.items():
         for action, target in row.items():
             edge = [e for e in _edges(dot) if e.startswith(f'"{state.name}" -> "{target.name}"')]
             assert len(edge) == 1
@@ -29,9 +29,9 @@ def test_every_transition_of_the_core_is_an_edge():
 
 def test_changing_a_core_table_changes_the_diagram(monkeypatch):
     before = [statediagram.render_svg(statediagram.to_dot(t)) for t in statediagram.core_tables()]
-    changed = {phase: dict(row) for phase, row in core.PHASE_TRANSITIONS.items()}
-    changed[core.Phase.FAILED] = {Action.MAIN_RESUME_ITERATION: core.Phase.RESUMING}
-    monkeypatch.setattr(core, "PHASE_TRANSITIONS", changed)
+    changed = {phase: dict(row) for phase, row in transitions.PHASE_TRANSITIONS.items()}
+    changed[transitions.Phase.FAILED] = {Action.MAIN_RESUME_ITERATION: transitions.Phase.RESUMING}
+    monkeypatch.setattr(transitions, "PHASE_TRANSITIONS", changed)
     after = [statediagram.render_svg(statediagram.to_dot(t)) for t in statediagram.core_tables()]
     assert after != before
     assert "FAILED&#45;&gt;RESUMING" in after[0]  # the new edge, as Graphviz titles it
@@ -43,7 +43,7 @@ def test_a_new_table_in_the_core_is_drawn_without_touching_the_generator(monkeyp
         ("open", "MainSetPinDone"): "pin_stopping",
         ("pin_stopping", "MainJoinPinThread"): "closed",
     }
-    monkeypatch.setattr(core, "SHUTDOWN_TRANSITIONS", shutdown, raising=False)
+    monkeypatch.setattr(transitions, "SHUTDOWN_TRANSITIONS", shutdown, raising=False)
     tables = {t.name: t for t in statediagram.core_tables()}
     assert set(tables) == {"PHASE_TRANSITIONS", "SHUTDOWN_TRANSITIONS"}
     dot = statediagram.to_dot(tables["SHUTDOWN_TRANSITIONS"])

@@ -19,19 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaderspec.reference import loop
-from loaderspec.reference.core import (
-    ALARM_ACTIONS,
-    Delivery,
-    Kind,
-    ProtocolConfig,
-    ProtocolCore,
-    ProtocolViolation,
-    Stage,
-    _try,
-)
+from loaderspec.reference.core import Delivery, ProtocolConfig, ProtocolCore
 from loaderspec.reference.messages import (
     Arrived,
-    Event,
     Exited,
     IndexMessage,
     PinDied,
@@ -39,7 +29,11 @@ from loaderspec.reference.messages import (
     Result,
     Task,
     TimedOut,
+    WaitEvent,
 )
+from loaderspec.reference.proposals import ALARM_ACTIONS, try_of
+from loaderspec.reference.steps import Kind, ProtocolViolation
+from loaderspec.reference.transitions import Stage
 from loaderspec.reference.worker_core import WorkerCore
 
 from loaderspec.vocabulary import Action
@@ -224,7 +218,7 @@ class World:
         assert core.alarm == core._alarmed(), "alarm is stale"
         if not core.alarm:
             for action in ALARM_ACTIONS:
-                ask, step, pick = _try(action)
+                ask, step, pick = try_of(action)
                 proposed = ask(core)
                 refused = proposed is not None if step or pick else proposed is None
                 assert refused, f"{action.value} is enabled while no event is reported"
@@ -258,7 +252,7 @@ class World:
         self.workers[worker].index_queue.append(message)
         self.check()
 
-    def wait(self) -> Event:
+    def wait(self) -> WaitEvent:
         """Run world steps until the main process has something to read."""
         while True:
             self.check()

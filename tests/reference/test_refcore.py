@@ -20,21 +20,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from loaderspec.reference import loop
-from loaderspec.reference.core import (
-    GUARDS,
+from loaderspec.reference.core import Failure, ProtocolConfig, ProtocolCore
+from loaderspec.reference.guards import GUARDS
+from loaderspec.reference.proposals import PROPOSALS
+from loaderspec.reference.steps import Kind, ProtocolViolation
+from loaderspec.reference.transitions import (
     NEXT_ACTIONS,
     OBSERVED_FAULT_METHOD,
     PHASE_TRANSITIONS,
-    PROPOSALS,
     REPORTED_ACTIONS,
     SHUTDOWN_ACTIONS,
     SHUTDOWN_TRANSITIONS,
-    Failure,
-    Kind,
     Phase,
-    ProtocolConfig,
-    ProtocolCore,
-    ProtocolViolation,
     Request,
     Stage,
 )
@@ -44,6 +41,8 @@ from loaderspec import tracewriter
 from loaderspec.vocabulary import CORE_METHOD, MAIN_STATE_FIELDS, TRACE_FILE, Action
 
 REFERENCE = Path(__file__).resolve().parents[2] / "reference"
+# The main process's core: its class, its tables, its guards, its proposals and compiled rows.
+CORE_MODULES = ("core.py", "transitions.py", "guards.py", "proposals.py")
 
 
 def _core(num_workers: int = 1, prefetch_factor: int = 1, **kwargs) -> ProtocolCore:
@@ -75,11 +74,37 @@ def test_every_row_action_has_a_proposal_and_the_others_are_reported():
         assert set(row) <= set(SHUTDOWN_TRANSITIONS[stage]), stage
 
 
+def _modules_imported_whole(source: str) -> list[str]:
+    """The core's modules that ``source`` imports as modules (``from loaderspec.reference import
+    guards``, ``import loaderspec.reference.guards``): their names would then be read as
+    attributes on every step, where a name imported from them is a module name of the reader."""
+    core = {name.removesuffix(".py") for name in CORE_MODULES}
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module == "loaderspec.reference":
+            found += [a.name for a in node.names if a.name in core]
+        elif isinstance(node, ast.Import):
+            found += [
+                a.name.rsplit(".", 1)[1] for a in node.names if a.name.rsplit(".", 1)[-1] in core
+            ]
+    return found
+
+
+def test_the_core_modules_import_names_from_each_other_not_modules():
+    """Split across modules, the per-batch path still reads the tables, guards and rows as
+    module names (bound by ``from ... import``), never as another module's attributes."""
+    assert _modules_imported_whole("from loaderspec.reference import guards\n") == ["guards"]
+    assert _modules_imported_whole("import loaderspec.reference.proposals\n") == ["proposals"]
+    for name in CORE_MODULES:
+        assert _modules_imported_whole((REFERENCE / name).read_text()) == [], name
+
+
 def test_each_guard_is_written_once():
     """Each guard is defined once, and the method of its action asks it (next_action() asks it
     through PROPOSALS): no method keeps a copy of its action's condition."""
-    tree = ast.parse((REFERENCE / "core.py").read_text())
-    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    trees = {name: ast.parse((REFERENCE / name).read_text()) for name in CORE_MODULES}
+    defined = [n.name for t in trees.values() for n in t.body if isinstance(n, ast.FunctionDef)]
+    tree = trees["core.py"]
     core = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ProtocolCore")
     methods = {n.name: n for n in core.body if isinstance(n, ast.FunctionDef)}
     names = {**CORE_METHOD, **OBSERVED_FAULT_METHOD}
@@ -631,6 +656,10 @@ def test_take_writes_a_failed_read_as_the_fault_record_with_the_main_state(tmp_p
     "module",
     [
         "loaderspec.reference.core",
+        "loaderspec.reference.transitions",
+        "loaderspec.reference.guards",
+        "loaderspec.reference.proposals",
+        "loaderspec.reference.steps",
         "loaderspec.reference.loop",
         "loaderspec.reference.messages",
         "loaderspec.reference.worker_core",

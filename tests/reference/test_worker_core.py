@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loaderspec.reference import loop
-from loaderspec.reference.core import Kind, ProtocolViolation
 from loaderspec.reference.messages import NO_TASK, RESUME, SENTINEL, Result, Task
+from loaderspec.reference.steps import Kind, ProtocolViolation
 from loaderspec.reference.worker_core import WORKER_METHOD, WorkerCore
 from workercore_model import INIT_ERROR, PICKLE_ERROR, Script, SimWorker, expected
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loaderspec.reference import loop
-from loaderspec.reference.core import Kind
 from loaderspec.reference.messages import NO_TASK, RESUME, SENTINEL, IndexMessage, Result, Task
+from loaderspec.reference.steps import Kind
 from loaderspec.reference.worker_core import WorkerCore
 
 from loaderspec.vocabulary import Action

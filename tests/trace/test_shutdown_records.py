@@ -160,7 +160,7 @@ def _broken(dropped: IteratorTrace, died: IteratorTrace) -> dict[str, tuple[Any,
 @pytest.fixture(scope="module")
 def checked(
     tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[dict[str, Any], dict[str, tracecheck.Verdict]]:
+) -> tuple[dict[str, Any], dict[str, tracecheck.RunVerdict]]:
     root = tmp_path_factory.mktemp("shutdown-records")
     with pytest.MonkeyPatch.context() as env:
         env.setenv(FORCE_PIN_THREAD_ENV, "1")  # the pin thread's steps without an accelerator

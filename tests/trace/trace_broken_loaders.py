@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from loaderspec.reference import loop, shell, worker
-from loaderspec.reference.core import Delivery, Kind, Phase, ProtocolCore, Request, Step
+from loaderspec.reference.core import Delivery, ProtocolCore
 from loaderspec.reference.loader import DataLoader
 from loaderspec.reference.messages import SENTINEL, IndexMessage, Result
 from loaderspec.reference.shell import MultiProcessingIter
+from loaderspec.reference.steps import Kind, Step
+from loaderspec.reference.transitions import Phase, Request
 from loaderspec.reference.worker_core import WorkerCore
 
 from loaderspec.vocabulary import Action
@@ -35,7 +37,7 @@ class _PastPrefetchCore(ProtocolCore):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.max_tasks += 1
-        self._put_budget = self.max_tasks
+        self.put_budget = self.max_tasks
 
 
 class _ReorderCore(ProtocolCore):
@@ -44,7 +46,7 @@ class _ReorderCore(ProtocolCore):
     def get_data(self, worker: int, idx: int, kind: Kind, payload: Any = None) -> None:
         super().get_data(worker, idx, kind, payload)
         if kind in (Kind.DATA, Kind.ERROR):
-            self._ready = idx
+            self.ready = idx
 
 
 class _DuplicateCore(ProtocolCore):
