@@ -1034,7 +1034,7 @@ Fairness ==
 Spec == Init /\ [][Next]_vars /\ Fairness
 
 -----------------------------------------------------------------------------
-(* Invariants (loaderspec.vocabulary.PROPERTIES, Kind.INVARIANT): each a consequence of      *)
+(* Invariants (loaderspec.vocabulary.PROPERTIES, Check.INVARIANT): each a consequence of     *)
 (* several actions read off the history, not a restatement of one action's guard.            *)
 
 DeliveredIdx == {delivered[k].idx : k \in DOMAIN delivered}
@@ -1187,12 +1187,12 @@ StopIterationAfterShutdown == ~acted_on_live_stop
 \* task is dropped by its worker, its slot skipped: a slot of the window spent on nothing.
 NoTaskToRetiredWorker == ~sent_to_retired
 
-\* TLC's deadlock check (Kind.DEADLOCK): Terminated is the only step of an ended run, so a
+\* TLC's deadlock check (Check.DEADLOCK): Terminated is the only step of an ended run, so a
 \* state without successors is one that is stuck before its end. As a formula:
 NoDeadlock == Ended \/ ENABLED Progress
 
 -----------------------------------------------------------------------------
-(* Temporal properties (Kind.TEMPORAL), checked under Fairness *)
+(* Temporal properties (Check.TEMPORAL), checked under Fairness *)
 
 \* Every next() (and iter() of a persistent loader) returns, raises StopIteration or raises an
 \* error, unless a worker hangs and no timeout is set (the user asked for no bound).
@@ -1237,6 +1237,6 @@ ShutdownCompletes == shutdown ~> (ShutdownDone \/ ~parent_alive)
 \* After the loader's process dies, every worker exits, busy, blocked and hung ones included.
 NoOrphanWorkers == (~parent_alive) ~> AllWorkersGone
 
-(* PromptFaultHandling (SHOULD, Kind.MEASURED) is a wall-clock bound: the conformance suite  *)
+(* PromptFaultHandling (SHOULD, Check.MEASURED) is a wall-clock bound: the conformance suite *)
 (* measures it; TLC has no clock, so it has no formula here.                                *)
 =============================================================================
