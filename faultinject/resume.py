@@ -30,6 +30,7 @@ from loaderspec.faultinject.driver import MUST_BOUND_S, flat
 from loaderspec.faultinject.faults import Raise
 from loaderspec.faultinject.resume_events import (
     Moved,
+    NoState,
     ResumeBatch,
     ResumeError,
     ResumeEvent,
@@ -328,6 +329,10 @@ class _Resume:
                 self.event(ResumeStop, seg, epoch)
         except Exception as exc:
             self.error(seg, epoch, "next", exc)
+            if type(exc).__name__ in {f.exc_type.__name__ for f in self.plan.faults}:
+                # The user's loop raised before its break: the run ends with no state, an
+                # outcome of its own (not a resume that lost the rest of the epoch).
+                self.event(NoState, seg, epoch, after=taken)
             return False
         self.take(seg, epoch, loader, "cut", taken)
         return True
