@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard, TypeVar
 
-from loaderspec.faultinject import _fire, loaders, sandbox
+from loaderspec.faultinject import _fire, loaders, sandbox, user_state
 from loaderspec.faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
 from loaderspec.faultinject.driver import MUST_BOUND_S, flat
 from loaderspec.faultinject.faults import Raise
@@ -40,6 +40,7 @@ from loaderspec.faultinject.resume_events import (
     StateTaken,
 )
 from loaderspec.faultinject.sandbox import SandboxReport
+from loaderspec.faultinject.user_state import UserKind
 from torch.utils.data import IterableDataset
 
 __all__ = ["Cut", "ResumePlan", "ResumeRun", "StatefulShards", "run"]
@@ -76,7 +77,11 @@ class ResumePlan:
     loaders' arguments (another num_workers), else `kwargs`. `before_load`: what a resumed
     loader is put through before `load_state_dict`. `faults`: items that raise when fetched
     (map-style): each error is handed out in its turn and the epoch goes on, in every run, so
-    a state may be taken after a fault (an error counts as a step, like a batch).
+    a state may be taken after a fault (an error counts as a step, like a batch). `user`: a
+    dataset or sampler of `n` items with a state of its own (`faultinject.user_state`) instead.
+    `global_seed`: the user's restart, `torch.manual_seed(global_seed)` before every loader is
+    built (the uninterrupted one and each segment's), so what draws from torch's global RNG is
+    reproducible and a resume must restore what it drew since.
     """
 
     n: int = 12
@@ -90,6 +95,18 @@ class ResumePlan:
     before_load: Literal["nothing", "iter", "state_dict"] = "nothing"
     uninterrupted: bool = True
     faults: tuple[Raise, ...] = ()
+    user: UserKind | None = None
+    global_seed: int | None = None
+
+    def dataset(self) -> tuple[Any, dict[str, Any]]:
+        """A fresh dataset of the plan, and the loader arguments it comes with (a sampler)."""
+        if self.user is not None:
+            return user_state.build(self.user, self.n)
+        if self.shards is None:
+            return FaultyDataset(self.n, self.faults), {}
+        if self.dataset_state:
+            return StatefulShards(self.shards), {}
+        return FaultyIterable(self.shards), {}
 
     @property
     def iterators(self) -> int:
@@ -161,14 +178,12 @@ class _Resume:
 
         plan = self.plan
         kwargs = dict(plan.kwargs if seg <= 0 or plan.resume_kwargs is None else plan.resume_kwargs)
+        if plan.global_seed is not None:
+            torch.manual_seed(plan.global_seed)
         if plan.seed is not None:
             kwargs["generator"] = torch.Generator().manual_seed(plan.seed)
-        if plan.shards is None:
-            data: Any = FaultyDataset(plan.n, plan.faults)
-        else:
-            data = (
-                StatefulShards(plan.shards) if plan.dataset_state else FaultyIterable(plan.shards)
-            )
+        data, extra = plan.dataset()
+        kwargs.update(extra)
         try:
             return self.cls(data, **kwargs)
         except NotImplementedError as exc:
@@ -397,9 +412,9 @@ def run(
     loader: type, plan: ResumePlan, *, deadline_s: float, linger_s: float = MUST_BOUND_S
 ) -> ResumeRun:
     """Play `plan` against `loader` in a sandbox; never raises for what the loader does."""
-    data = FaultyDataset(plan.n) if plan.shards is None else FaultyIterable(plan.shards)
+    data, extra = plan.dataset()
     for kwargs in (plan.kwargs, plan.resume_kwargs or {}):
-        why = loaders.unsupported(loader, dict(kwargs), dataset=data)
+        why = loaders.unsupported(loader, {**kwargs, **extra}, dataset=data)
         if why:
             return ResumeRun(plan, None, refused=why)
     report = sandbox.run(drive, loader, plan, deadline_s=deadline_s, linger_s=linger_s)

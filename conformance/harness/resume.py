@@ -135,6 +135,10 @@ def describe(plan: ResumePlan) -> str:
     data = f"iterable shards {list(plan.shards)}" if plan.shards else f"{plan.n} items"
     if plan.shards and plan.dataset_state:
         data += " (a dataset with its own state_dict)"
+    if plan.user is not None:
+        data += f" ({plan.user.replace('_', ' ')})"
+    if plan.global_seed is not None:
+        data += f", torch.manual_seed({plan.global_seed}) before each loader"
     args = ", ".join(f"{k}={v!r}" for k, v in plan.kwargs.items())
     seed = f", generator seeded {plan.seed}" if plan.seed is not None else ""
     if plan.faults:
