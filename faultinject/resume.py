@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import io
 import pickle
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -98,10 +99,11 @@ class ResumePlan:
     user: UserKind | None = None
     global_seed: int | None = None
 
-    def dataset(self) -> tuple[Any, dict[str, Any]]:
-        """A fresh dataset of the plan, and the loader arguments it comes with (a sampler)."""
+    def dataset(self, scratch: str | None = None) -> tuple[Any, dict[str, Any]]:
+        """A fresh dataset of the plan, and the loader arguments it comes with (a sampler);
+        `scratch`: a folder for what the dataset's workers mark (`user_state.build`)."""
         if self.user is not None:
-            return user_state.build(self.user, self.n)
+            return user_state.build(self.user, self.n, scratch)
         if self.shards is None:
             return FaultyDataset(self.n, self.faults), {}
         if self.dataset_state:
@@ -159,6 +161,7 @@ class _Resume:
 
     def __init__(self, cls: type, plan: ResumePlan) -> None:
         self.cls, self.plan = cls, plan
+        self.scratch: str | None = None  # a folder the plan's dataset may mark fetches in
 
     def event(self, cls: type[ResumeEvent], seg: int, epoch: int | None, **fields: Any) -> None:
         """Send the harness one `cls` event of segment `seg`."""
@@ -182,7 +185,7 @@ class _Resume:
             torch.manual_seed(plan.global_seed)
         if plan.seed is not None:
             kwargs["generator"] = torch.Generator().manual_seed(plan.seed)
-        data, extra = plan.dataset()
+        data, extra = plan.dataset(self.scratch)
         kwargs.update(extra)
         try:
             return self.cls(data, **kwargs)
@@ -297,6 +300,7 @@ class _Resume:
         """One epoch of segment `seg` (False: it ended in an error)."""
         if cut is not None and cut.how == "break":
             return self.broken_loop(seg, loader, epoch, cut)
+        user_state.new_iterator(self.scratch)
         try:
             it = iter(loader)
         except Exception as exc:
@@ -327,6 +331,7 @@ class _Resume:
                 taken += 1  # an error handed out in its turn: a step, as a batch is
                 continue
             taken += 1
+            user_state.mark_handed(self.scratch)
             self.event(ResumeBatch, seg, epoch, value=flat(batch), kept=kept)
         if cut is not None and cut.how == "end":
             self.take(seg, epoch, loader, "cut", taken)
@@ -334,9 +339,11 @@ class _Resume:
 
     def broken_loop(self, seg: int, loader: Any, epoch: int, cut: Cut) -> bool:
         taken = 0
+        user_state.new_iterator(self.scratch)
         try:
             for batch in loader:
                 taken += 1
+                user_state.mark_handed(self.scratch)
                 self.event(ResumeBatch, seg, epoch, value=flat(batch))
                 if taken >= cut.after:
                     break
@@ -355,7 +362,10 @@ class _Resume:
 
 def drive(loader: type, plan: ResumePlan) -> None:
     """The sandbox target."""
-    _Resume(loader, plan).play()
+    with tempfile.TemporaryDirectory(prefix="loaderspec-resume-") as scratch:
+        player = _Resume(loader, plan)
+        player.scratch = scratch
+        player.play()
 
 
 # --------------------------------------------------------------------------- the harness side

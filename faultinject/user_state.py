@@ -20,12 +20,24 @@ for value. Each kind makes a wrong resume visible as other values, not only othe
   order drawn from `seed + epoch`; its iterator saves its position.
 * `seeded_sampler_iter`: a sampler with no state whose iterator draws its seed from torch's
   global RNG when made (as `RandomSampler` without a generator), and saves it.
+* `prefetched_iterable`, `slow_first_map`: no state of their own; worker 0's first item of
+  every iterator waits (bounded: `WAIT_S`) until every other worker has fetched `AHEAD` items,
+  so that when the first batch is handed out the others' batches are fetched and waiting
+  (`prefetched_iterable`: an IterableDataset, worker w yielding `w * 100 + k`), or, with
+  `in_order=False`, handed out before it (`slow_first_map`: item i is i). Each fetch is marked
+  by a file in the `scratch` folder the player gives (none: no wait), named by the iterator's
+  base seed, so the wait is an event, not a sleep that may lose a race.
+* `reordered_map`: item i is i; worker 0's first item of every iterator waits (bounded:
+  `WAIT_S`) until the player has handed a batch of that iterator to the user (its `HANDED`
+  mark in `scratch`), so that with `in_order=False` another batch is handed out before it.
 
 Everything is module-level and picklable: it reaches workers under every start method.
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
@@ -33,7 +45,15 @@ import torch
 from loaderspec.faultinject import _fire
 from torch.utils.data import Dataset, IterableDataset, Sampler
 
-__all__ = ["USER_KINDS", "UserKind", "build", "is_iterable"]
+__all__ = [
+    "HANDED",
+    "USER_KINDS",
+    "UserKind",
+    "build",
+    "is_iterable",
+    "mark_handed",
+    "new_iterator",
+]
 
 UserKind = Literal[
     "self_iterating",
@@ -43,6 +63,9 @@ UserKind = Literal[
     "random_items",
     "stateful_sampler",
     "seeded_sampler_iter",
+    "prefetched_iterable",
+    "slow_first_map",
+    "reordered_map",
 ]
 USER_KINDS: tuple[UserKind, ...] = (
     "self_iterating",
@@ -52,8 +75,17 @@ USER_KINDS: tuple[UserKind, ...] = (
     "random_items",
     "stateful_sampler",
     "seeded_sampler_iter",
+    "prefetched_iterable",
+    "slow_first_map",
+    "reordered_map",
 )
 EPOCH_STRIDE = 10_000  # an item's value: epoch * EPOCH_STRIDE + its index
+# Worker 0's first item waits until every other worker fetched AHEAD items (the cases' prefetch
+# window with batch_size=1, prefetch_factor=2), at most WAIT_S (a loader that never fetches
+# ahead: the case then plays without the wait).
+AHEAD = 2
+WAIT_S = 10.0
+HANDED = "handed"  # the player's mark: a batch of the current iterator was handed out
 
 
 def _my_indices(n: int) -> list[int]:
@@ -257,14 +289,75 @@ class SeededSampler(Sampler[int]):
         return _OrderIterator(self.n, _draw_seed())
 
 
+class _Marks:
+    """Each fetch of a worker marked by a file in `scratch`; worker 0's first waits."""
+
+    scratch: str | None
+    wait_for_hand_out = False  # worker 0's first waits for HANDED, not for the others' AHEAD
+
+    def fetched(self) -> None:
+        """Mark this worker's fetch; worker 0's first waits for the others' `AHEAD`."""
+        info = _fire.worker_info()
+        if info is None or self.scratch is None:
+            return
+        base = int(info.seed) - int(info.id)  # this iterator's (persistent: this loader's)
+        mine = [f for f in os.listdir(self.scratch) if f.startswith(f"{base}-w{info.id}-")]
+        count = len(mine) + 1
+        if info.id == 0 and count == 1:
+            others = [f"{base}-w{w}-{AHEAD}" for w in range(1, info.num_workers)]
+            if self.wait_for_hand_out:
+                others = [HANDED]
+            deadline = time.monotonic() + WAIT_S
+            while time.monotonic() < deadline:
+                if all(os.path.exists(os.path.join(self.scratch, f)) for f in others):
+                    break
+                time.sleep(0.005)  # polling the condition, bounded: not a timed race
+        with open(os.path.join(self.scratch, f"{base}-w{info.id}-{count}"), "x"):
+            pass
+
+
+class PrefetchedIterable(_Marks, IterableDataset):
+    """Worker w yields `w * 100 + k`, k < n // workers; worker 0's first item waits."""
+
+    def __init__(self, n: int, scratch: str | None) -> None:
+        self.n, self.scratch = n, scratch
+
+    def __iter__(self) -> Iterator[int]:
+        info = _fire.worker_info()
+        wid, workers = (0, 1) if info is None else (info.id, info.num_workers)
+        for k in range(self.n // workers):
+            self.fetched()
+            yield wid * 100 + k
+
+
+class SlowFirstMap(_Marks, Dataset):
+    """Item i is i; worker 0's first fetch waits."""
+
+    def __init__(self, n: int, scratch: str | None) -> None:
+        self.n, self.scratch = n, scratch
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> int:
+        self.fetched()
+        return i
+
+
+class ReorderedMap(SlowFirstMap):
+    """Item i is i; worker 0's first fetch waits for a batch handed out before it."""
+
+    wait_for_hand_out = True
+
+
 def is_iterable(kind: UserKind) -> bool:
     """Whether `kind` is an IterableDataset."""
-    return kind in ("self_iterating", "epoch_counting", "iterator_state")
+    return kind in ("self_iterating", "epoch_counting", "iterator_state", "prefetched_iterable")
 
 
-def build(kind: UserKind, n: int) -> tuple[Any, dict[str, Any]]:
+def build(kind: UserKind, n: int, scratch: str | None = None) -> tuple[Any, dict[str, Any]]:
     """A fresh dataset of `kind` over `n` items, and the loader arguments it comes with (a
-    sampler).
+    sampler); `scratch`: the folder the waiting kinds mark their fetches in.
 
     Raises:
         ValueError: `kind` is not one of `USER_KINDS`.
@@ -278,8 +371,27 @@ def build(kind: UserKind, n: int) -> tuple[Any, dict[str, Any]]:
     }
     if kind in datasets:
         return datasets[kind](n), {}
+    if kind == "prefetched_iterable":
+        return PrefetchedIterable(n, scratch), {}
+    if kind == "slow_first_map":
+        return SlowFirstMap(n, scratch), {}
+    if kind == "reordered_map":
+        return ReorderedMap(n, scratch), {}
     if kind == "stateful_sampler":
         return Plain(n), {"sampler": StatefulSampler(n)}
     if kind == "seeded_sampler_iter":
         return Plain(n), {"sampler": SeededSampler(n)}
     raise ValueError(f"user state kind {kind!r}: pick one of {', '.join(USER_KINDS)}")
+
+
+def new_iterator(scratch: str | None) -> None:
+    """The player is about to call `iter()`: no batch of the new iterator handed out yet."""
+    if scratch is not None and os.path.exists(os.path.join(scratch, HANDED)):
+        os.remove(os.path.join(scratch, HANDED))
+
+
+def mark_handed(scratch: str | None) -> None:
+    """The player handed a batch of the current iterator to the user (`HANDED`)."""
+    if scratch is not None:
+        with open(os.path.join(scratch, HANDED), "a"):
+            pass

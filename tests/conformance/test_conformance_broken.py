@@ -108,6 +108,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
         [
             C + "test_resume_equivalence.py",
             HO + "::test_state_counts_handed_out_batches_not_prefetched_ones",
+            HO + "::test_batches_fetched_and_waiting_at_the_state_are_handed_out_after_the_resume",
             RP + "::test_each_rank_resumed_from_its_own_state_keeps_its_share",
         ],
     ),
@@ -158,6 +159,10 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     "resume_skips_without_fetching": (
         "FAIL",
         [US + "::test_map_style_items_keep_their_values_after_a_resume", MORE_RE],
+    ),
+    "resume_unordered_by_count": (
+        "FAIL",
+        [HO + "::test_a_state_after_reordered_batches_resumes_what_was_not_handed_out"],
     ),
     "resume_live_state": ("FAIL", [C + "test_snapshot_is_immutable.py"]),
     "resume_ignores_late_load": ("FAIL", [C + "test_load_is_never_ignored.py"]),
@@ -570,6 +575,7 @@ SINGLE_POINTS = {
     "ranks_forgets_set_epoch",
     "resume_replays_finished_epoch",
     "resume_forgets_unstarted_order",
+    "resume_unordered_by_count",
 }
 
 

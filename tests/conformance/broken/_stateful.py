@@ -17,10 +17,11 @@ refused.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import IterableDataset, RandomSampler
+from torch.utils.data import IterableDataset, RandomSampler, Sampler
 
 from broken._wrap import Relay, Wrapped
 
@@ -137,3 +138,19 @@ def _drop(it: Any, batches: int | None) -> None:
             return
         except Exception:
             continue
+
+
+class Dropping(Sampler[Any]):
+    """The sampler's indices but the first `drop` (once)."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler, self.drop = sampler, 0
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[Any]:
+        drop, self.drop = self.drop, 0
+        for k, index in enumerate(self.sampler):
+            if k >= drop:
+                yield index

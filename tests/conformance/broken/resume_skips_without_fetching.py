@@ -3,34 +3,17 @@ them: what fetching them did to the user's dataset (its own state, the workers' 
 done, so the items after the resume come with other values (ResumeEquivalence; the reference's
 until issue 35: "indices only: no item is loaded twice", the dataset's own state not saved)."""
 
-from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import Sampler, SequentialSampler
+from torch.utils.data import SequentialSampler
 
-from broken._stateful import Stateful
-
-
-class _Dropping(Sampler[Any]):
-    """The sampler's indices but the first `drop` (once)."""
-
-    def __init__(self, sampler: Any) -> None:
-        self.sampler, self.drop = sampler, 0
-
-    def __len__(self) -> int:
-        return len(self.sampler)
-
-    def __iter__(self) -> Iterator[Any]:
-        drop, self.drop = self.drop, 0
-        for k, index in enumerate(self.sampler):
-            if k >= drop:
-                yield index
+from broken._stateful import Dropping, Stateful
 
 
 class Loader(Stateful):
     def adjust(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         if not self.iterable:
-            self.dropping = _Dropping(kwargs.get("sampler") or SequentialSampler(self.dataset))
+            self.dropping = Dropping(kwargs.get("sampler") or SequentialSampler(self.dataset))
             kwargs = {**kwargs, "sampler": self.dropping}
             self.per_batch = int(kwargs.get("batch_size") or 1)
         return kwargs
