@@ -310,7 +310,12 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
     ),
     "ignores_generator": (
         "NON-STRICT",
-        [DRAWN, MORE_DRAWN, DIB + "::test_seeded_shuffle_gives_torchs_order"],
+        [
+            DRAWN,
+            MORE_DRAWN,
+            DIB + "::test_seeded_shuffle_gives_torchs_order",
+            DIB + "::test_the_users_generator_alone_decides_the_shuffle",
+        ],
     ),
     "resumes_abandoned_iterable": (
         "FAIL",
