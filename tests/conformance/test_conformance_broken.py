@@ -110,6 +110,7 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
             HO + "::test_state_counts_handed_out_batches_not_prefetched_ones",
             HO + "::test_batches_fetched_and_waiting_at_the_state_are_handed_out_after_the_resume",
             RP + "::test_each_rank_resumed_from_its_own_state_keeps_its_share",
+            RP + "::test_each_rank_resumed_iterable_keeps_its_share",
         ],
     ),
     "resume_replays_finished_epoch": (
