@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 from loaderspec.faultinject import _fire
@@ -50,7 +50,6 @@ __all__ = [
     "USER_KINDS",
     "UserKind",
     "build",
-    "is_iterable",
     "mark_handed",
     "new_iterator",
 ]
@@ -67,18 +66,7 @@ UserKind = Literal[
     "slow_first_map",
     "reordered_map",
 ]
-USER_KINDS: tuple[UserKind, ...] = (
-    "self_iterating",
-    "epoch_counting",
-    "iterator_state",
-    "map_state",
-    "random_items",
-    "stateful_sampler",
-    "seeded_sampler_iter",
-    "prefetched_iterable",
-    "slow_first_map",
-    "reordered_map",
-)
+USER_KINDS: tuple[UserKind, ...] = get_args(UserKind)
 EPOCH_STRIDE = 10_000  # an item's value: epoch * EPOCH_STRIDE + its index
 # Worker 0's first item waits until every other worker fetched AHEAD items (the cases' prefetch
 # window with batch_size=1, prefetch_factor=2), at most WAIT_S (a loader that never fetches
@@ -348,11 +336,6 @@ class ReorderedMap(SlowFirstMap):
     """Item i is i; worker 0's first fetch waits for a batch handed out before it."""
 
     wait_for_hand_out = True
-
-
-def is_iterable(kind: UserKind) -> bool:
-    """Whether `kind` is an IterableDataset."""
-    return kind in ("self_iterating", "epoch_counting", "iterator_state", "prefetched_iterable")
 
 
 def build(kind: UserKind, n: int, scratch: str | None = None) -> tuple[Any, dict[str, Any]]:
