@@ -19,17 +19,19 @@ from __future__ import annotations
 import gc
 import io
 import pickle
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard, TypeVar
 
-from loaderspec.faultinject import _fire, loaders, sandbox
+from loaderspec.faultinject import _fire, loaders, sandbox, user_state
 from loaderspec.faultinject.datasets import SHARD_STRIDE, FaultyDataset, FaultyIterable
 from loaderspec.faultinject.driver import MUST_BOUND_S, flat
 from loaderspec.faultinject.faults import Raise
 from loaderspec.faultinject.resume_events import (
     Moved,
+    NoState,
     ResumeBatch,
     ResumeError,
     ResumeEvent,
@@ -39,6 +41,7 @@ from loaderspec.faultinject.resume_events import (
     StateTaken,
 )
 from loaderspec.faultinject.sandbox import SandboxReport
+from loaderspec.faultinject.user_state import UserKind
 from torch.utils.data import IterableDataset
 
 __all__ = ["Cut", "ResumePlan", "ResumeRun", "StatefulShards", "run"]
@@ -77,7 +80,11 @@ class ResumePlan:
     loaders' arguments (another num_workers), else `kwargs`. `before_load`: what a resumed
     loader is put through before `load_state_dict`. `faults`: items that raise when fetched
     (map-style): each error is handed out in its turn and the epoch goes on, in every run, so
-    a state may be taken after a fault (an error counts as a step, like a batch).
+    a state may be taken after a fault (an error counts as a step, like a batch). `user`: a
+    dataset or sampler of `n` items with a state of its own (`faultinject.user_state`) instead.
+    `global_seed`: the user's restart, `torch.manual_seed(global_seed)` before every loader is
+    built (the uninterrupted one and each segment's), so what draws from torch's global RNG is
+    reproducible and a resume must restore what it drew since.
     """
 
     n: int = 12
@@ -91,6 +98,19 @@ class ResumePlan:
     before_load: BeforeLoad = "nothing"
     uninterrupted: bool = True
     faults: tuple[Raise, ...] = ()
+    user: UserKind | None = None
+    global_seed: int | None = None
+
+    def dataset(self, scratch: str | None = None) -> tuple[Any, dict[str, Any]]:
+        """A fresh dataset of the plan, and the loader arguments it comes with (a sampler);
+        `scratch`: a folder for what the dataset's workers mark (`user_state.build`)."""
+        if self.user is not None:
+            return user_state.build(self.user, self.n, scratch)
+        if self.shards is None:
+            return FaultyDataset(self.n, self.faults), {}
+        if self.dataset_state:
+            return StatefulShards(self.shards), {}
+        return FaultyIterable(self.shards), {}
 
     @property
     def iterators(self) -> int:
@@ -143,6 +163,7 @@ class _Resume:
 
     def __init__(self, cls: type, plan: ResumePlan) -> None:
         self.cls, self.plan = cls, plan
+        self.scratch: str | None = None  # a folder the plan's dataset may mark fetches in
 
     def event(self, cls: type[ResumeEvent], seg: int, epoch: int | None, **fields: Any) -> None:
         """Send the harness one `cls` event of segment `seg`."""
@@ -162,14 +183,12 @@ class _Resume:
 
         plan = self.plan
         kwargs = dict(plan.kwargs if seg <= 0 or plan.resume_kwargs is None else plan.resume_kwargs)
+        if plan.global_seed is not None:
+            torch.manual_seed(plan.global_seed)
         if plan.seed is not None:
             kwargs["generator"] = torch.Generator().manual_seed(plan.seed)
-        if plan.shards is None:
-            data: Any = FaultyDataset(plan.n, plan.faults)
-        else:
-            data = (
-                StatefulShards(plan.shards) if plan.dataset_state else FaultyIterable(plan.shards)
-            )
+        data, extra = plan.dataset(self.scratch)
+        kwargs.update(extra)
         try:
             return self.cls(data, **kwargs)
         except NotImplementedError as exc:
@@ -283,6 +302,7 @@ class _Resume:
         """One epoch of segment `seg` (False: it ended in an error)."""
         if cut is not None and cut.how == "break":
             return self.broken_loop(seg, loader, epoch, cut)
+        user_state.new_iterator(self.scratch)
         try:
             it = iter(loader)
         except Exception as exc:
@@ -313,6 +333,7 @@ class _Resume:
                 taken += 1  # an error handed out in its turn: a step, as a batch is
                 continue
             taken += 1
+            user_state.mark_handed(self.scratch)
             self.event(ResumeBatch, seg, epoch, value=flat(batch), kept=kept)
         if cut is not None and cut.how == "end":
             self.take(seg, epoch, loader, "cut", taken)
@@ -320,9 +341,11 @@ class _Resume:
 
     def broken_loop(self, seg: int, loader: Any, epoch: int, cut: Cut) -> bool:
         taken = 0
+        user_state.new_iterator(self.scratch)
         try:
             for batch in loader:
                 taken += 1
+                user_state.mark_handed(self.scratch)
                 self.event(ResumeBatch, seg, epoch, value=flat(batch))
                 if taken >= cut.after:
                     break
@@ -330,6 +353,10 @@ class _Resume:
                 self.event(ResumeStop, seg, epoch)
         except Exception as exc:
             self.error(seg, epoch, "next", exc)
+            if type(exc).__name__ in {f.exc_type.__name__ for f in self.plan.faults}:
+                # The user's loop raised before its break: the run ends with no state, an
+                # outcome of its own (not a resume that lost the rest of the epoch).
+                self.event(NoState, seg, epoch, after=taken)
             return False
         self.take(seg, epoch, loader, "cut", taken)
         return True
@@ -337,7 +364,10 @@ class _Resume:
 
 def drive(loader: type, plan: ResumePlan) -> None:
     """The sandbox target."""
-    _Resume(loader, plan).play()
+    with tempfile.TemporaryDirectory(prefix="loaderspec-resume-") as scratch:
+        player = _Resume(loader, plan)
+        player.scratch = scratch
+        player.play()
 
 
 # --------------------------------------------------------------------------- the harness side
@@ -394,9 +424,9 @@ def run(
     loader: type, plan: ResumePlan, *, deadline_s: float, linger_s: float = MUST_BOUND_S
 ) -> ResumeRun:
     """Play `plan` against `loader` in a sandbox; never raises for what the loader does."""
-    data = FaultyDataset(plan.n) if plan.shards is None else FaultyIterable(plan.shards)
+    data, extra = plan.dataset()
     for kwargs in (plan.kwargs, plan.resume_kwargs or {}):
-        why = loaders.unsupported(loader, dict(kwargs), dataset=data)
+        why = loaders.unsupported(loader, {**kwargs, **extra}, dataset=data)
         if why:
             return ResumeRun(plan, None, refused=why)
     report = sandbox.run(drive, loader, plan, deadline_s=deadline_s, linger_s=linger_s)

@@ -18,6 +18,7 @@ from loaderspec.faultinject.events import Event
 
 __all__ = [
     "Moved",
+    "NoState",
     "ResumeBatch",
     "ResumeError",
     "ResumeEvent",
@@ -104,3 +105,13 @@ class Moved(ResumeEvent):
 
     name: ClassVar[str] = "moved"
     how: str = ""
+
+
+@dataclass(frozen=True)
+class NoState(ResumeEvent):
+    """The segment ended before it could take its state: one of the plan's faults raised in
+    the user's `for` loop before its `break` (the loop, and the user's run, end there). A run
+    with no state to resume from: nothing after it is played."""
+
+    name: ClassVar[str] = "no_state"
+    after: int = 0

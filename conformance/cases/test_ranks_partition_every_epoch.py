@@ -92,3 +92,25 @@ def test_each_rank_resumed_from_its_own_state_keeps_its_share(
     partition(grade, r)
     same_permutation(grade, r)
     nothing_left(grade, r)
+
+
+@pytest.mark.iterators(2 * 3)  # 2 ranks, 2 epochs and a resume each
+@pytest.mark.spec_property(PARTITION, EVEN, "ResumeEquivalence")
+def test_each_rank_resumed_iterable_keeps_its_share(loader_cls: type, grade: Grade) -> None:
+    """2 ranks, an IterableDataset that shards itself by rank and by get_worker_info(), 2
+    workers each, 2 epochs; after 2 batches of epoch 1 every rank checkpoints its loader, drops
+    it and resumes a new one on the same rank: every item once across ranks and workers each
+    epoch, the same batch count on every rank (loaders without state_dict() SKIP).
+
+    Property: RanksPartitionEveryEpoch. Seed (dataset.py, IterableDataset): "each worker process
+    will have a different copy of the dataset object"; each copy's share kept across a resume.
+    Guards: K8 meta-pytorch/data#1520 (an iterable's state is per worker: prefetched samples
+    discarded or replayed), D1 pytorch/pytorch#30599.
+    """
+    plan = RankPlan(
+        world=2, n=16, iterable=True, kwargs=kwargs(2, 2, batch_size=2), epochs=2, resume_at=(1, 2)
+    )
+    r = play_ranks(loader_cls, plan)
+    partition(grade, r)
+    even_batches(grade, r)
+    nothing_left(grade, r)

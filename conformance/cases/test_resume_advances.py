@@ -46,12 +46,13 @@ def test_a_state_taken_soon_after_a_resume_is_later_than_the_loaded_one(
 
 @pytest.mark.iterators(MOST_ITERATORS)
 @pytest.mark.spec_property(ADVANCES, "ResumeEquivalence")
-@pytest.mark.parametrize("persistent", [True, False])
+@pytest.mark.parametrize(("persistent", "iterable"), [(True, False), (False, False), (True, True)])
 def test_every_epoch_after_the_resumed_one_is_whole(
-    loader_cls: type, grade: Grade, persistent: bool
+    loader_cls: type, grade: Grade, persistent: bool, iterable: bool
 ) -> None:
     """Resumed after 3 batches of epoch 0, then 2 more epochs: epochs 1 and 2 are whole (not
-    only the remainder of the interrupted one), persistent workers or not.
+    only the remainder of the interrupted one), persistent workers or not, map-style (shuffled)
+    or an IterableDataset with a state of its own kept by persistent workers.
 
     Property: ResumeAdvances. Seed (spec/DataLoaderCheckpoint.tla): every epoch after the
     resumed one is whole.
@@ -60,8 +61,10 @@ def test_every_epoch_after_the_resumed_one_is_whole(
     """
     plan = ResumePlan(
         n=10,
-        kwargs=kwargs(2, 2, batch_size=2, shuffle=True, persistent_workers=persistent),
-        seed=21,
+        shards=(5, 4) if iterable else None,
+        dataset_state=iterable,
+        kwargs=kwargs(2, 2, batch_size=2, shuffle=not iterable, persistent_workers=persistent),
+        seed=None if iterable else 21,
         epochs=3,
         cuts=(Cut(0, 3),),
     )

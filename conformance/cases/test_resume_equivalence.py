@@ -52,6 +52,71 @@ PICKS = (
     ),
 )
 
+# The user's own state (faultinject.user_state), the user's restart seeding torch's RNG: each a
+# second shape of scenario for what conformance/cases/test_resume_user_state.py checks.
+USER_PICKS = (
+    # a dataset that is its own iterator: a state mid-epoch 1, and one right after epoch 1's iter()
+    ResumePlan(
+        n=6,
+        user="self_iterating",
+        global_seed=4,
+        kwargs=kwargs(0, batch_size=2),
+        epochs=2,
+        cuts=(Cut(1, 1),),
+    ),
+    ResumePlan(
+        n=6,
+        user="self_iterating",
+        global_seed=4,
+        kwargs=kwargs(0, batch_size=2),
+        epochs=2,
+        cuts=(Cut(1, 0),),
+    ),
+    # an epoch counter advanced at the iteration's end, 2 persistent workers, a state at the end
+    ResumePlan(
+        n=6,
+        user="epoch_counting",
+        global_seed=4,
+        kwargs=kwargs(2, 2, batch_size=1, persistent_workers=True),
+        epochs=2,
+        cuts=(Cut(0, how="end"),),
+    ),
+    # an iterator seeded from torch's RNG when made, 1 worker, a state mid-epoch 1
+    ResumePlan(
+        n=6,
+        user="iterator_state",
+        global_seed=4,
+        kwargs=kwargs(1, 2, batch_size=1),
+        epochs=2,
+        cuts=(Cut(1, 2),),
+    ),
+    # shuffled from torch's global RNG, a state at epoch 0's end, resumed with 3 epochs to go
+    ResumePlan(
+        n=6,
+        global_seed=4,
+        kwargs=kwargs(2, 1, batch_size=2, shuffle=True),
+        epochs=2,
+        cuts=(Cut(0, how="end"),),
+    ),
+    # a map-style dataset counting its fetches; a sampler with an epoch counter (one process)
+    ResumePlan(
+        n=6,
+        user="map_state",
+        global_seed=4,
+        kwargs=kwargs(3, 1, batch_size=1),
+        epochs=2,
+        cuts=(Cut(1, 4),),
+    ),
+    ResumePlan(
+        n=6,
+        user="stateful_sampler",
+        global_seed=4,
+        kwargs=kwargs(0, batch_size=2),
+        epochs=2,
+        cuts=(Cut(1, 1),),
+    ),
+)
+
 # The whole suite's drawn examples: fewer than MORE_EXAMPLES (each plays up to 8 iterators).
 MORE_RESUME_EXAMPLES = 8
 
@@ -95,14 +160,16 @@ def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
     _drawn(loader_cls, grade, QUICK_EXAMPLES, PICKS)
 
 
-@pytest.mark.iterators(drawn_iterators(MORE_RESUME_EXAMPLES, PICKS[:1]))
+@pytest.mark.iterators(drawn_iterators(MORE_RESUME_EXAMPLES, PICKS[:1] + USER_PICKS))
 @pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE, ADVANCES)
 def test_resumed_run_matches_for_more_drawn_configurations(loader_cls: type, grade: Grade) -> None:
-    """More drawn configurations and checkpoint moments than the quick selection plays: the
-    resumed run hands out what an uninterrupted one does.
+    """More drawn configurations and checkpoint moments than the quick selection plays, and
+    picks with the user's own state (a dataset that is its own iterator, an epoch counter, an
+    iterator or a sampler that saves itself, a shuffle from torch's global RNG): the resumed
+    run hands out what an uninterrupted one does.
 
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): "implements state_dict
     and load_state_dict methods, enabling mid-epoch checkpointing".
     Guards: K7 meta-pytorch/data#1437, K8 meta-pytorch/data#1520, huggingface/datasets#7447.
     """
-    _drawn(loader_cls, grade, MORE_RESUME_EXAMPLES, PICKS[:1])
+    _drawn(loader_cls, grade, MORE_RESUME_EXAMPLES, PICKS[:1] + USER_PICKS)

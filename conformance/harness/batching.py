@@ -46,6 +46,7 @@ __all__ = [
     "collate_as_dict",
     "compare",
     "configs",
+    "items",
     "keep_going",
     "torch_epochs",
     "torch_len",
@@ -323,7 +324,7 @@ def _sorted(batches: list[Any]) -> list[Any]:
     return sorted(batches, key=repr)
 
 
-def _items(batches: list[Any]) -> list[str]:
+def items(batches: list[Any]) -> list[str]:
     """Every value in the batches, in order (a described batch's leaves)."""
     out: list[str] = []
 
@@ -411,14 +412,14 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
                 return
             continue
         # A shuffle: the same items in the same kind of batches, in some order.
-        if sorted(_items(got)) != sorted(_items(want)) or len(got) != len(want):
+        if sorted(items(got)) != sorted(items(want)) or len(got) != len(want):
             grade.fail(
                 "ExactlyOnce", f"epoch {epoch}: a permutation of torch's {want}", f"{got}{replay}"
             )
             return
         same_order = same_order and got == want
     if shuffled and cfg.epochs > 1 and cfg.n >= 8:
-        orders = [_items(r.batches(e)) for e in range(cfg.epochs)]
+        orders = [items(r.batches(e)) for e in range(cfg.epochs)]
         if all(o == orders[0] for o in orders[1:]):
             grade.fail(
                 "ExactlyOnce",

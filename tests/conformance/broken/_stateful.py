@@ -5,19 +5,23 @@ Its state is the epoch, the batches handed out in it, a seed and `num_workers`: 
 shuffled by a sampler with a generator of its own, seeded `seed + epoch` (`seed` drawn once from
 the user's generator), so an epoch's order does not depend on what else drew from a generator
 before it; a
-loaded state is applied at the next `iter()`, which reads and drops the batches already handed
-out. An IterableDataset's stream depends on `num_workers`: a state taken with other workers is
-refused with a ValueError naming both counts. Out-of-order delivery cannot be fast-forwarded (the
-order differs run to run): refused.
+loaded state is applied at the next `iter()`, which replays the epochs before it whole and then
+reads and drops the batches already handed out: whatever the user's dataset, its iterators, the
+sampler or torch's RNG drew or saved on the way is drawn again (the user's restart seeds as the
+first run did), so the user's own state is kept without reading it. An IterableDataset's stream
+depends on `num_workers`: a state taken with other workers is refused with a ValueError naming
+both counts. Out-of-order delivery cannot be fast-forwarded (the order differs run to run):
+refused.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
 import torch
-from torch.utils.data import IterableDataset, RandomSampler
+from torch.utils.data import IterableDataset, RandomSampler, Sampler
 
 from broken._wrap import Relay, Wrapped
 
@@ -45,8 +49,12 @@ class Stateful(Wrapped):
 
     def __init__(self, dataset: Any, **kwargs: Any) -> None:
         self.num_workers = int(kwargs.get("num_workers", 0))
+        self.dataset = dataset
         self.iterable = isinstance(dataset, IterableDataset)
+        self.dataset_saves = callable(getattr(dataset, "state_dict", None))  # its own state
+        self.shuffled = bool(kwargs.get("shuffle"))
         user = kwargs.get("generator")
+        self.seeded = user is not None
         seed = int(torch.randint(2**62, (), generator=user)) if user is not None else 0
         self.rng = torch.Generator()
         if kwargs.get("shuffle"):
@@ -57,6 +65,7 @@ class Stateful(Wrapped):
         self.position = {"epoch": 0, "taken": 0, "seed": seed, "num_workers": self.num_workers}
         self.loaded: dict[str, Any] | None = None
         self.open = False  # an epoch was started and has not ended
+        self.fresh = False  # a state was loaded and no iterator made since
         super().__init__(dataset, **kwargs)
 
     @classmethod
@@ -72,21 +81,29 @@ class Stateful(Wrapped):
             self.position, self.loaded = self.loaded, None
         elif self.open:
             self.position = {**self.position, "epoch": self.position["epoch"] + 1, "taken": 0}
+        first, self.fresh = self.fresh, False
         self.open = True
-        self.rng.manual_seed(self.position["seed"] + self.position["epoch"])
+        epoch = self.position["epoch"]
+        for before in range(epoch - self.replayed() if first else epoch, epoch):
+            self.rng.manual_seed(self.position["seed"] + before)
+            _drop(iter(self.inner), None)
+        self.rng.manual_seed(self.position["seed"] + epoch)
+        skipped = self.skipped()  # before the iterator: it may draw its sampler at once
         relay = super().__iter__()
-        for _ in range(self.skipped()):
-            try:
-                next(relay.it)
-            except StopIteration:
-                break
-            except Exception:  # an error handed out before: skipped as its batch would be
-                continue
+        _drop(relay.it, skipped)
         return relay
+
+    def replayed(self) -> int:
+        """How many epochs the first iterator after a load replays before its own: all."""
+        return int(self.position["epoch"])
 
     def skipped(self) -> int:
         """How many batches the new iterator reads and drops: those handed out before."""
         return int(self.position["taken"])
+
+    def ended(self) -> bool:
+        """Whether the position is the one an epoch's StopIteration left, nothing loaded."""
+        return self.loaded is None and not self.open and self.position["epoch"] > 0
 
     def handed_out(self) -> None:
         self.position["taken"] += 1
@@ -106,3 +123,34 @@ class Stateful(Wrapped):
             )
         self.loaded = copy.deepcopy(dict(state))
         self.open = False
+        self.fresh = True
+
+
+def _drop(it: Any, batches: int | None) -> None:
+    """Read and drop `batches` batches of `it` (None: to its end); an error handed out before is
+    skipped as its batch would be."""
+    taken = 0
+    while batches is None or taken < batches:
+        taken += 1
+        try:
+            next(it)
+        except StopIteration:
+            return
+        except Exception:
+            continue
+
+
+class Dropping(Sampler[Any]):
+    """The sampler's indices but the first `drop` (once)."""
+
+    def __init__(self, sampler: Any) -> None:
+        self.sampler, self.drop = sampler, 0
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[Any]:
+        drop, self.drop = self.drop, 0
+        for k, index in enumerate(self.sampler):
+            if k >= drop:
+                yield index
