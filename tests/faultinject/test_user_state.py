@@ -46,4 +46,4 @@ def test_a_dataset_that_is_its_own_iterator_keeps_a_state_restored_after_iter() 
 
 def test_an_unknown_kind_is_refused_naming_the_kinds() -> None:
     with pytest.raises(ValueError, match="user state kind 'nope': pick one of self_iterating"):
-        user_state.build("nope", 4)  # type: ignore[arg-type]
+        user_state.build("nope", 4)  # type: ignore[arg-type]  # a wrong kind, on purpose
