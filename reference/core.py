@@ -400,6 +400,9 @@ class ProtocolCore:
         self.handed_above: set[int] = set()
         self.handed_per_worker = [0] * self.num_workers
         self.last_handed_worker: int | None = None
+        # Per worker, what its exhaustion message carried (the dataset's state as its shard ran
+        # dry, opaque here): a persistent worker starts the next epoch from it.
+        self.ended_payloads: dict[int, Any] = {}
 
     def snapshot(self) -> dict[str, Any]:
         """The main process's spec variables, as a trace record's ``state``
@@ -649,6 +652,7 @@ class ProtocolCore:
         if kind is _EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
+            self.ended_payloads[worker] = payload
             self.alarm = self._alarmed()
             return
         self._results[idx] = (kind, payload)

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from loaderspec.reference import wire
 from loaderspec.reference.arena import WorkerArena, small_batches_private
-from loaderspec.reference.checkpoint import start_fetcher
+from loaderspec.reference.checkpoint import capture, start_fetcher
 from loaderspec.reference.core import Kind, Step
 from loaderspec.reference.loop import take
 from loaderspec.reference.messages import (
@@ -234,7 +234,13 @@ class _WorkerIO:
     ) -> None:
         self.core, self.conn, self.arena = core, channels.result, arena
         self.new_fetcher, self.fetcher = new_fetcher, fetcher
-        self.stateful_dataset: Any = None
+        self.carry_state = False  # results carry the user's state (reference/checkpoint.py)
+        self.iterable = core.iterable
+        self.dataset: Any = None
+
+    def user_state(self, *, ended: bool) -> Any:
+        """The user's state now (``checkpoint.capture``)."""
+        return capture(self.dataset, self.fetcher, iterable=self.iterable, ended=ended)
 
     def fetch(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
         assert isinstance(message, Task)
@@ -243,8 +249,14 @@ class _WorkerIO:
             tracewriter.fetch_began(t_taken)  # a hang or error record is this step's
             kind, payload = _run_fetcher(self.fetcher, message, self.core.worker)
             tracewriter.fetch_began(None)
-            if kind is _DATA and self.stateful_dataset is not None:
-                payload = (payload, self.stateful_dataset.state_dict())
+            if self.carry_state and (kind is _DATA or (kind is Kind.EXHAUSTED and self.iterable)):
+                # The user's state after this fetch travels with its result; a state_dict()
+                # that raises is this task's error.
+                try:
+                    state = self.user_state(ended=kind is not _DATA)
+                    payload = (payload, state) if kind is _DATA else state
+                except Exception:
+                    kind, payload = Kind.ERROR, ExceptionWrapper(where=_where(self.core.worker))
         result = take(self.core, _FETCH, message.idx, kind, payload, t=t_taken)
         del payload
         _send(self.core, self.conn, result, self.arena)
@@ -291,8 +303,8 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
         yield_to_the_loader()  # before worker_init_fn, which may choose otherwise
-        # A resumed IterableDataset's round-robin starts at the shard whose batch comes next:
-        # this slot runs shard (slot + shard_offset) % num_workers (reference/checkpoint.py).
+        # A resumed epoch's round-robin starts at the worker whose batch comes next: this slot
+        # runs as worker (slot + shard_offset) % num_workers (reference/checkpoint.py).
         shard = (worker_id + config.shard_offset) % config.num_workers
         seed = _seed(config.base_seed, shard)
         torch_worker._worker_info = torch_worker.WorkerInfo(
@@ -314,15 +326,15 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         fetcher = None
         try:
             if config.worker_init_fn is not None:
-                config.worker_init_fn(worker_id)
+                config.worker_init_fn(shard)  # the id get_worker_info() gives, as in torch
             start = None if config.starts is None else config.starts[shard]
-            fetcher = start_fetcher(new_fetcher, config.dataset, start)  # a resumed shard
+            # A resumed worker: the user's states loaded around iter(dataset), or a fast-forward.
+            fetcher = start_fetcher(new_fetcher, config.dataset, start, iterable=iterable)
         except Exception:
             core.init_failed(ExceptionWrapper(where=_where(worker_id)))
 
         io = _WorkerIO(core, channels, arena, new_fetcher, fetcher)
-        if config.stateful:  # each batch carries the dataset's state after it (checkpoint.py)
-            io.stateful_dataset = config.dataset
+        io.carry_state, io.dataset = config.carry_state, config.dataset
         indexes = wire.index_reader(index_conn)
         while not core.exited:
             try:

@@ -67,7 +67,9 @@ class Shards(IterableDataset):
 
 
 class StatefulShards(Shards):
-    """``Shards`` with torchdata's Stateful protocol: its state is how far its shard went."""
+    """``Shards`` with torchdata's Stateful protocol: its state is where its next ``iter()``
+    starts (a shard run dry starts the next from 0: a state taken then is loaded into the next
+    epoch's dataset, as StatefulDataLoader loads it)."""
 
     def __init__(self, n: int, fail_at: int | None = None, flag: str | None = None) -> None:
         super().__init__(n, fail_at, flag)
@@ -83,6 +85,7 @@ class StatefulShards(Shards):
             _fail_once(item, self.fail_at, self.flag)
             self.pos = k + 1
             yield torch.tensor(item)
+        self.pos = 0
 
     def state_dict(self) -> dict[str, int]:
         return {"pos": self.pos}
