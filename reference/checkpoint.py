@@ -508,13 +508,22 @@ class EpochProgress:
             return self._ended_states()[shard]
         state = self._user_states[shard]
         if state is None and self._carried is not None:
-            state = self._carried[shard]
+            started = self._started_states()
+            state = started[shard] if shard in started else self._carried[shard]
         if state is None:
             slot = self.start["workers"][shard]
             if slot["dataset"] is None and slot["iterator"] is None:
                 return None
             state = (slot["dataset"], slot["iterator"], slot["ended"])
         return state
+
+    def _started_states(self) -> dict[int, Any]:
+        """Persistent workers: each shard's state right after this epoch's ``iter(dataset)``
+        (their resume acks carry it)."""
+        core = self.core
+        if core is None:
+            return {}
+        return {self._shard(w): getattr(s, "payload", s) for w, s in core.started_payloads.items()}
 
     def _ended_states(self) -> dict[int, Any]:
         """Persistent workers: each shard's state as it ran dry (IterableDataset)."""

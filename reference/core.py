@@ -403,6 +403,7 @@ class ProtocolCore:
         # Per worker, what its exhaustion message carried (the dataset's state as its shard ran
         # dry, opaque here): a persistent worker starts the next epoch from it.
         self.ended_payloads: dict[int, Any] = {}
+        self.started_payloads: dict[int, Any] = {}  # (the same, as its next epoch began)
 
     def snapshot(self) -> dict[str, Any]:
         """The main process's spec variables, as a trace record's ``state``
@@ -835,8 +836,10 @@ class ProtocolCore:
         self.last = Step(act)
         return sorted(self.resume_pending)
 
-    def drain_resume(self, worker: int, kind: Kind) -> bool:
+    def drain_resume(self, worker: int, kind: Kind, payload: Any = None) -> bool:
         """MainDrainResume: a message during a resume. Old results are dropped (stale epoch).
+        An ack's ``payload`` (the dataset's state as the worker began the epoch, opaque here)
+        is kept in ``started_payloads``.
 
         Returns True when the message was a stale result that was dropped. The last ack starts
         the epoch: the request goes on as PREFETCH.
@@ -846,6 +849,7 @@ class ProtocolCore:
         self._check(act, _drain_guard(self, worker, kind))
         stale = kind is not Kind.RESUME
         if not stale:
+            self.started_payloads[worker] = payload
             self.resume_pending.discard(worker)
             if not self.resume_pending:
                 self.phase = Phase.RUNNING

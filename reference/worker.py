@@ -265,8 +265,14 @@ class _WorkerIO:
         take(self.core, Action.WORKER_SKIP_INDEX, step.task)
 
     def ack_resume(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
-        wire.send(self.conn, take(self.core, Action.WORKER_ACK_RESUME).to_wire())
+        ack = take(self.core, Action.WORKER_ACK_RESUME)
         self.fetcher = self.new_fetcher()  # the new epoch's shard, from its start
+        if self.carry_state:
+            # The ack carries the user's state right after iter(dataset) (torchdata's startup
+            # ack does too): a state taken before this worker's first batch of the epoch.
+            with contextlib.suppress(Exception):  # (a state_dict() that raises: none)
+                ack = ack._replace(payload=self.user_state(ended=False))
+        wire.send(self.conn, ack.to_wire())
 
     def exit(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
         take(self.core, Action.WORKER_EXIT)
