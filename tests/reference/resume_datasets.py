@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils.data import Dataset, IterableDataset, get_worker_info
+from torch.utils.data import Dataset, IterableDataset, Sampler, get_worker_info
 
 from loaderspec import tracewriter
 from loaderspec.vocabulary import Action
@@ -239,3 +240,25 @@ class SeedTagged(Dataset):
     def __getitem__(self, i: int) -> torch.Tensor:
         info = get_worker_info()
         return torch.tensor([i, -1 if info is None else info.seed % 1000])
+
+
+class EpochSampler(Sampler[int]):
+    """A sampler with randomness of its own: each ``iter()`` a permutation seeded by its epoch
+    counter, which then advances. Stateful: the counter."""
+
+    def __init__(self, n: int) -> None:
+        self.n, self.epoch = n, 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[int]:
+        order = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.epoch))
+        self.epoch += 1
+        return iter(order.tolist())
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.epoch = state["epoch"]

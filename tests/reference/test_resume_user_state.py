@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 import torch
 from loaderspec.reference import DataLoader
+from loaderspec.reference.checkpoint import is_stateful
 from resume_datasets import (
     EpochCounting,
+    EpochSampler,
     Items,
     Noisy,
     SeedTagged,
@@ -279,3 +281,22 @@ def test_the_state_is_o_of_workers() -> None:
         for n in (100_000, 900_000)  # (as many digits)
     ]
     assert sizes[0] == sizes[1], sizes
+
+
+# The sampler's own state (the brief's list of what is saved): its order depends on it.
+@pytest.mark.parametrize("kw", WORKERS[:2])
+@pytest.mark.parametrize("at", [None, 0, 2])
+def test_a_stateful_samplers_own_state_is_kept(kw: dict[str, Any], at: int | None) -> None:
+    def make() -> DataLoader:
+        return DataLoader(Items(12), batch_size=2, sampler=EpochSampler(12), **kw)
+
+    got, want = resumed(make, epoch=1, at=at, epochs=3)
+    assert want[0] != want[1]
+    assert got == want
+
+
+def test_stateful_is_torchdatas_protocol() -> None:
+    """``is_stateful`` agrees with torchdata's ``Stateful`` where torchdata is installed."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader").Stateful
+    for obj in (Items(3), StatefulShards(3), SelfIterating(3), Walks(3), EpochSampler(3), 3):
+        assert is_stateful(obj) == isinstance(obj, stateful), obj
