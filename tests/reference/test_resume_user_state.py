@@ -114,11 +114,13 @@ WORKERS = [
     pytest.param({"num_workers": 2}, id="workers"),
     pytest.param({"num_workers": 2, "persistent_workers": True}, id="persistent"),
 ]
+# What the test command leaves to the nightly tier (each behaviour keeps a case with workers).
+NIGHTLY = pytest.mark.nightly
 
 
 # 1. A dataset that is its own iterator: its state is restored after iter() (which rewinds it).
 @pytest.mark.parametrize("kw", WORKERS)
-@pytest.mark.parametrize("at", [1, 3])
+@pytest.mark.parametrize("at", [pytest.param(1, marks=NIGHTLY), 3])
 def test_a_self_iterating_dataset_resumes_where_it_was(kw: dict[str, Any], at: int) -> None:
     got, want = resumed(loader_of(lambda: SelfIterating(12), **kw), epoch=0, at=at)
     assert got == want
@@ -154,7 +156,7 @@ def test_an_iterator_with_its_own_state_resumes_value_for_value(kw: dict[str, An
 
 # 5. shuffle=True without a generator: the state records torch's RNG the order comes from.
 @pytest.mark.parametrize("kw", WORKERS)
-@pytest.mark.parametrize("at", [None, 0, 2])
+@pytest.mark.parametrize("at", [None, pytest.param(0, marks=NIGHTLY), 2])
 def test_a_shuffle_without_a_generator_resumes_its_epochs_order(
     kw: dict[str, Any], at: int | None
 ) -> None:
@@ -165,13 +167,13 @@ def test_a_shuffle_without_a_generator_resumes_its_epochs_order(
 
 # 6. A map-style dataset's own state, and the workers' seeds: per-item values equal.
 @pytest.mark.parametrize("kw", WORKERS)
-@pytest.mark.parametrize("at", [1, 2])
+@pytest.mark.parametrize("at", [pytest.param(1, marks=NIGHTLY), 2])
 def test_a_map_style_datasets_own_state_is_kept(kw: dict[str, Any], at: int) -> None:
     got, want = resumed(loader_of(lambda: Noisy(12), **kw), epoch=0, at=at)
     assert got == want
 
 
-@pytest.mark.parametrize("at", [1, 2])
+@pytest.mark.parametrize("at", [1, pytest.param(2, marks=NIGHTLY)])
 def test_the_worker_seeds_are_kept(at: int) -> None:
     got, want = resumed(loader_of(lambda: SeedTagged(12), num_workers=2), epoch=1, at=at)
     assert got == want
@@ -262,7 +264,10 @@ def _no_tensor(obj: Any) -> bool:
     "make",
     [
         pytest.param(_items(shuffle=True, generator_seed=1), id="map"),
-        pytest.param(loader_of(lambda: StatefulShards(20), num_workers=2), id="iterable"),
+        pytest.param(loader_of(lambda: StatefulShards(20)), id="iterable"),
+        pytest.param(
+            loader_of(lambda: StatefulShards(20), num_workers=2), id="workers", marks=NIGHTLY
+        ),
     ],
 )
 def test_the_state_is_plain_data(
@@ -285,7 +290,7 @@ def test_the_state_is_o_of_workers() -> None:
 
 # The sampler's own state (the brief's list of what is saved): its order depends on it.
 @pytest.mark.parametrize("kw", WORKERS[:2])
-@pytest.mark.parametrize("at", [None, 0, 2])
+@pytest.mark.parametrize("at", [pytest.param(None, marks=NIGHTLY), 0, 2])
 def test_a_stateful_samplers_own_state_is_kept(kw: dict[str, Any], at: int | None) -> None:
     def make() -> DataLoader:
         return DataLoader(Items(12), batch_size=2, sampler=EpochSampler(12), **kw)
