@@ -31,10 +31,12 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
+from torch.utils.data._utils import HAS_NUMPY
 
 if TYPE_CHECKING:
     from loaderspec.reference.core import ProtocolCore
@@ -152,14 +154,44 @@ def fresh_state(shape: dict[str, Any], epoch: int = 0) -> dict[str, Any]:
     }
 
 
-_SLOT_KEYS = {"batches", "dataset", "iterator", "ended"}
+_SLOT_KEYS = {"batches", "dataset", "iterator", "ended", "rng"}
 
 
 def _slot(batches: int = 0) -> dict[str, Any]:
-    """One worker's part: its batches handed out, its dataset's and its iterator's state, and
+    """One worker's part: its batches handed out, its dataset's and its iterator's state,
     whether its iterator ran dry (a last, short batch was handed out: the next fetch ends the
-    shard; StatefulDataLoader's ``fetcher_ended``)."""
-    return {"batches": batches, "dataset": None, "iterator": None, "ended": False}
+    shard; StatefulDataLoader's ``fetcher_ended``), and the worker process's RNGs where a
+    persistent worker began or ended an epoch (``worker_rng``), else None."""
+    return {"batches": batches, "dataset": None, "iterator": None, "ended": False, "rng": None}
+
+
+def worker_rng() -> dict[str, Any]:
+    """This worker process's RNGs, the ones torch seeds in a worker (torch's, ``random``'s,
+    numpy's), as plain data."""
+    version, internal, gauss = random.getstate()
+    rng: dict[str, Any] = {
+        "torch": encode_rng(torch.get_rng_state()),
+        "random": [version, list(internal), gauss],
+    }
+    if HAS_NUMPY:
+        import numpy as np
+
+        state: Any = np.random.get_state()  # (legacy: a tuple; typed as a union)
+        name, keys, pos, has_gauss, cached = state
+        rng["numpy"] = [name, keys.tolist(), pos, has_gauss, cached]
+    return rng
+
+
+def set_worker_rng(rng: dict[str, Any]) -> None:
+    """Put this worker process's RNGs where ``worker_rng`` found them."""
+    torch.set_rng_state(decode_rng(rng["torch"]))
+    version, internal, gauss = rng["random"]
+    random.setstate((version, tuple(internal), gauss))
+    if HAS_NUMPY and rng.get("numpy") is not None:
+        import numpy as np
+
+        name, keys, pos, has_gauss, cached = rng["numpy"]
+        np.random.set_state((name, np.array(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
 def _refuse(field: str, got: Any, want: str, fix: str) -> ValueError:
@@ -230,9 +262,16 @@ def check_state(state: Any, shape: dict[str, Any]) -> dict[str, Any]:
             raise _refuse("workers", slot, f"expected a dict of {sorted(_SLOT_KEYS)}", _RETAKE)
         if type(slot["ended"]) is not bool:
             raise _refuse("workers", slot, "a worker's 'ended' must be a bool", _RETAKE)
+        rng = slot["rng"]
+        if rng is not None:
+            try:
+                decode_rng(rng["torch"])
+                assert len(rng["random"]) == 3
+            except (ValueError, TypeError, KeyError, AssertionError) as exc:
+                raise _refuse("workers", "rng", f"not a worker's RNGs ({exc!r})", _RETAKE) from None
         if type(slot["batches"]) is not int or slot["batches"] < 0:
             raise _refuse("workers", slot, "a worker's 'batches' must be an int >= 0", _RETAKE)
-    user_state = any(s["dataset"] is not None or s["iterator"] is not None for s in slots)
+    user_state = any(_holds_user_state(s) for s in slots)
     if theirs != workers and (kind == ITERABLE or user_state):
         what = "IterableDataset" if kind == ITERABLE else "Stateful dataset's"
         raise ValueError(
@@ -276,6 +315,10 @@ def check_state(state: Any, shape: dict[str, Any]) -> dict[str, Any]:
         state["num_workers"] = workers
         state["workers"] = [_slot() for _ in range(max(workers, 1))]
     return state
+
+
+def _holds_user_state(slot: dict[str, Any]) -> bool:
+    return slot["dataset"] is not None or slot["iterator"] is not None or slot["rng"] is not None
 
 
 def trace_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
@@ -421,7 +464,7 @@ class EpochProgress:
             start["handed_below"]
             or start["handed_above"]
             or self.rotation
-            or any(s["dataset"] is not None or s["iterator"] is not None for s in start["workers"])
+            or any(_holds_user_state(s) for s in start["workers"])
         )
 
     @property
@@ -522,9 +565,9 @@ class EpochProgress:
             state = started[shard] if shard in started else self._carried[shard]
         if state is None:
             slot = self.start["workers"][shard]
-            if slot["dataset"] is None and slot["iterator"] is None:
+            if not _holds_user_state(slot):
                 return None
-            state = (slot["dataset"], slot["iterator"], slot["ended"])
+            state = (slot["dataset"], slot["iterator"], slot["ended"], slot["rng"])
         return state
 
     def _started_states(self) -> dict[int, Any]:
@@ -576,6 +619,7 @@ class EpochProgress:
                 # most of state_dict()'s cost); the rest is built afresh here.
                 worker["dataset"], worker["iterator"] = copy.deepcopy(list(user[:2]))
                 worker["ended"] = user[2]
+                worker["rng"] = user[3] if len(user) > 3 else None
         state["workers"] = workers
         return state
 
@@ -595,8 +639,10 @@ def worker_starts(
             starts.append(None)
             continue
         worker = slots[w]
-        if worker["dataset"] is not None or worker["iterator"] is not None:
-            starts.append(("state", worker["dataset"], worker["iterator"], worker["ended"]))
+        if _holds_user_state(worker):
+            starts.append(
+                ("state", worker["dataset"], worker["iterator"], worker["ended"], worker["rng"])
+            )
         elif start["dataset_kind"] == ITERABLE and worker["batches"]:
             starts.append(("skip", worker["batches"] * items_per_batch))
         else:
@@ -609,6 +655,8 @@ def start_fetcher(make_fetcher: Any, dataset: Any, start: Any, *, iterable: bool
     dataset's state loaded, then ``iter(dataset)`` (the fetcher makes it), then the iterator's
     state loaded; or the items already handed out drawn and dropped (a fast-forward: the
     dataset's iterator runs over them again, nothing is collated)."""
+    if start is not None and start[0] == "state" and start[4] is not None:
+        set_worker_rng(start[4])  # (a persistent worker's, as it began or ended an epoch)
     if start is not None and start[0] == "state" and start[1] is not None:
         dataset.load_state_dict(start[1])
     fetcher = make_fetcher()

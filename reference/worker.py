@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from loaderspec.reference import wire
 from loaderspec.reference.arena import WorkerArena, small_batches_private
-from loaderspec.reference.checkpoint import capture, start_fetcher
+from loaderspec.reference.checkpoint import capture, start_fetcher, worker_rng
 from loaderspec.reference.core import Kind, Step
 from loaderspec.reference.loop import take
 from loaderspec.reference.messages import (
@@ -242,6 +242,13 @@ class _WorkerIO:
         """The user's state now (``checkpoint.capture``)."""
         return capture(self.dataset, self.fetcher, iterable=self.iterable, ended=ended)
 
+    def epoch_edge_state(self, *, ended: bool) -> Any:
+        """As an epoch begins (after ``iter(dataset)``) or the shard ends: the user's state and
+        this process's RNGs (once per epoch: a persistent worker's next epoch draws on from
+        them; each batch carries only the user's state)."""
+        state = self.user_state(ended=ended) or (None, None, False)
+        return (*state, worker_rng())
+
     def fetch(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
         assert isinstance(message, Task)
         kind, payload = step.kind, None
@@ -253,8 +260,10 @@ class _WorkerIO:
                 # The user's state after this fetch travels with its result; a state_dict()
                 # that raises is this task's error.
                 try:
-                    state = self.user_state(ended=kind is not _DATA)
-                    payload = (payload, state) if kind is _DATA else state
+                    if kind is _DATA:
+                        payload = (payload, self.user_state(ended=False))
+                    else:  # the shard ran dry: what the next epoch of this worker starts from
+                        payload = self.epoch_edge_state(ended=True)
                 except Exception:
                     kind, payload = Kind.ERROR, ExceptionWrapper(where=_where(self.core.worker))
         result = take(self.core, _FETCH, message.idx, kind, payload, t=t_taken)
@@ -271,7 +280,7 @@ class _WorkerIO:
             # The ack carries the user's state right after iter(dataset) (torchdata's startup
             # ack does too): a state taken before this worker's first batch of the epoch.
             with contextlib.suppress(Exception):  # (a state_dict() that raises: none)
-                ack = ack._replace(payload=self.user_state(ended=False))
+                ack = ack._replace(payload=self.epoch_edge_state(ended=False))
         wire.send(self.conn, ack.to_wire())
 
     def exit(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:

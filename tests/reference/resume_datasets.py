@@ -262,3 +262,16 @@ class EpochSampler(Sampler[int]):
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         self.epoch = state["epoch"]
+
+
+class WorkerDraws(IterableDataset):
+    """No state of its own: each item is ``[item, a draw from the process's torch RNG]`` (a
+    worker's is seeded from the base seed, and goes on from epoch to epoch in a persistent
+    worker)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __iter__(self) -> Any:
+        for item in shard_of(self.n):
+            yield torch.tensor([item, int(torch.randint(0, 1000, ()).item())])

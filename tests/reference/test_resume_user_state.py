@@ -30,6 +30,7 @@ from resume_datasets import (
     Shards,
     StatefulShards,
     Walks,
+    WorkerDraws,
 )
 
 Make = Callable[[], DataLoader]
@@ -305,3 +306,14 @@ def test_stateful_is_torchdatas_protocol() -> None:
     stateful = pytest.importorskip("torchdata.stateful_dataloader").Stateful
     for obj in (Items(3), StatefulShards(3), SelfIterating(3), Walks(3), EpochSampler(3), 3):
         assert is_stateful(obj) == isinstance(obj, stateful), obj
+
+
+# The worker process's RNG, as a persistent worker begins or ends an epoch.
+@pytest.mark.parametrize("kw", [WORKERS[0], WORKERS[2]])
+@pytest.mark.parametrize(("epoch", "at"), [(0, None), (1, 0)])
+def test_a_persistent_workers_rng_goes_on_across_a_resume(
+    kw: dict[str, Any], epoch: int, at: int | None
+) -> None:
+    got, want = resumed(loader_of(lambda: WorkerDraws(12), **kw), epoch=epoch, at=at, epochs=3)
+    assert want[0] != want[1]
+    assert got == want

@@ -15,11 +15,7 @@ Where SDL was found wrong and the reference exact (torchdata 0.11.0, 2026-11-28,
 after the resumed epoch SDL's next epoch comes in another order than the uninterrupted run's; a
 dataset counting its epochs with persistent workers, a state taken after StopIteration: SDL
 resumes it with the counter advanced twice (it restores the workers and then resets them, so
-``iter(dataset)`` runs once more). Where SDL is exact and the reference is not (a known gap,
-docs/checkpoint.md): an iterator whose items are drawn from the worker process's own RNG, with
-persistent workers, resumed into a later epoch (the reference reseeds new workers; SDL is exact
-there only because its restore calls ``iter(dataset)`` once more): ``KNOWN_GAP`` skips the
-comparison in those scenarios and the test prints them.
+``iter(dataset)`` runs once more).
 """
 
 from __future__ import annotations
@@ -135,17 +131,12 @@ def test_the_reference_is_exact_wherever_sdl_is() -> None:
             theirs = False
         if not theirs:
             sdl_wrong.append(scenario)
-        if known_gap(scenario):
-            gaps.append(scenario)
-            return
         assert ours, f"{scenario}: {why}"
 
-    gaps: list[Scenario] = []
     play()
     print(f"\nSDL not exact in {len(sdl_wrong)} of {RUNS} drawn scenarios:")
     for scenario in sdl_wrong:
         print(f"  {scenario}")
-    print(f"known gaps of the reference, not compared: {gaps}")
 
 
 # Scenarios found by the draws where SDL 0.11 is not exact and the reference is: pinned, so
@@ -154,16 +145,6 @@ SDL_WRONG = [
     Scenario("map-shuffle-generator", 6, 2, 0, False, 0, 2),
     Scenario("iterable-epochs", 6, 2, 2, True, 0, None),
 ]
-
-
-def known_gap(scenario: Scenario) -> bool:
-    """The worker process's own RNG across epochs of persistent workers (module docstring)."""
-    return (
-        scenario.shape == "iterable-iterator"
-        and scenario.persistent
-        and scenario.epoch == 0
-        and scenario.at != 0
-    )
 
 
 @pytest.mark.parametrize("scenario", SDL_WRONG, ids=lambda s: f"{s.shape}-{s.at}")
