@@ -559,16 +559,23 @@ class EpochProgress:
             return None  # the next epoch's workers are new copies of the loader's dataset
         if self.ended and self.core is not None and shard in self._ended_states():
             return self._ended_states()[shard]
-        state = self._user_states[shard]
-        if state is None and self._carried is not None:
+        if self._handed_here(shard):  # what its last batch brought (None: nothing to save)
+            return self._user_states[shard]
+        # No batch of this worker handed out yet this epoch: its state as the epoch began.
+        if self._carried is not None:
             started = self._started_states()
-            state = started[shard] if shard in started else self._carried[shard]
-        if state is None:
-            slot = self.start["workers"][shard]
-            if not _holds_user_state(slot):
-                return None
-            state = (slot["dataset"], slot["iterator"], slot["ended"], slot["rng"])
-        return state
+            return started[shard] if shard in started else self._carried[shard]
+        slot = self.start["workers"][shard]
+        if not _holds_user_state(slot):
+            return None
+        return (slot["dataset"], slot["iterator"], slot["ended"], slot["rng"])
+
+    def _handed_here(self, shard: int) -> int:
+        """The batches of worker ``shard`` this iterator handed out."""
+        core = self.core
+        if core is None:
+            return self._single_below
+        return core.handed_per_worker[(shard - self.rotation) % max(self.num_workers, 1)]
 
     def _started_states(self) -> dict[int, Any]:
         """Persistent workers: each shard's state right after this epoch's ``iter(dataset)``
@@ -639,6 +646,8 @@ def worker_starts(
             starts.append(None)
             continue
         worker = slots[w]
+        # (a worker's RNGs describe the epoch's start or end: with batches of its own handed
+        # out they are not in the state)
         if _holds_user_state(worker):
             starts.append(
                 ("state", worker["dataset"], worker["iterator"], worker["ended"], worker["rng"])
