@@ -5,14 +5,15 @@ and printed (``-s``), and the reference must be exact there too.
 
 Drawn: every dataset shape of ``resume_datasets`` (map-style plain, Stateful, seed-tagged,
 shuffled with and without a generator; IterableDataset plain, Stateful, its own iterator, an
-epoch counter, an iterator with its own state), 0-2 workers (3 in the nightly draw), persistent
-or not, and every moment: right after ``iter()``, mid-epoch, after the last batch, after
-StopIteration, in the first or second epoch. The test command draws ``RUNS`` = 6 (a few
-seconds); ``LOADERSPEC_SDL_RUNS=200`` draws more, with up to 3 workers.
+epoch counter, an iterator with its own state), 0-2 workers, persistent or not, and every
+moment: right after ``iter()``, mid-epoch, after the last batch, after StopIteration, in the
+first or second epoch. The test command draws ``RUNS`` = 6 (a few seconds);
+``LOADERSPEC_SDL_RUNS=80`` draws more, with up to 3 workers.
 
 Where SDL was found wrong and the reference exact (torchdata 0.11.0, 2026-11-28, the pinned
-``SDL_WRONG`` below): a shuffled map-style dataset with a generator, a state taken mid-epoch:
-after the resumed epoch SDL's next epoch comes in another order than the uninterrupted run's; a
+``SDL_WRONG`` below): a shuffled map-style dataset with a generator and no workers, a state
+taken at any moment of the first epoch: SDL's next epoch comes in another order than the
+uninterrupted run's (6 of 60 drawn scenarios, all of this kind); a
 dataset counting its epochs with persistent workers, a state taken after StopIteration: SDL
 resumes it with the counter advanced twice (it restores the workers and then resets them, so
 ``iter(dataset)`` runs once more).
