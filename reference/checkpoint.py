@@ -450,6 +450,10 @@ class EpochProgress:
         self.live: Any = None  # single process: () -> the user's state now (capture)
         self.ended = False  # StopIteration was raised
         self._single_below = 0  # single process: batches handed out, in order
+        self.slots = slots
+        # Whether results carry the user's state (set by the iterator: ``_carries_state``).
+        self.carries = False
+        self._start_holds = any(_holds_user_state(s) for s in self.start["workers"])
         self._user_states: list[Any] = [None] * slots  # came with this epoch's batches
         self._carried: list[Any] | None = None  # persistent workers: as the last epoch ended
         self._next: tuple[str, int | None, Any] | None = None  # once ended: the next epoch's
@@ -592,34 +596,45 @@ class EpochProgress:
         # (traced, a payload travels with its origin: ``messages.Traced``)
         return {self._shard(w): getattr(s, "payload", s) for w, s in core.ended_payloads.items()}
 
+    @property
+    def _no_user_state(self) -> bool:
+        """Nothing of the user's can be in a state of this epoch (the common map-style case:
+        ``state()`` then skips the per-worker look, a few us of a cheap batch's ~70)."""
+        return (
+            self.kind == MAP
+            and self.live is None
+            and not self.carries
+            and self._carried is None
+            and not self._start_holds
+        )
+
     def state(self) -> dict[str, Any]:
         """What ``state_dict()`` returns: a new object, never changed afterwards."""
-        slots = max(self.num_workers, 1)
         if self.ended:
             state = fresh_state(self.shape, self.epoch + 1)
             assert self._next is not None
             state["sampler_rng"], state["base_seed"], sampler = self._next
             state["sampler_state"] = copy.deepcopy(sampler)
-            workers = [_slot() for _ in range(slots)]
         else:
             state = fresh_state(self.shape, self.epoch)
             state["base_seed"] = self.base_seed
             state["sampler_rng"] = self._sampler_rng()
-            state["sampler_state"] = copy.deepcopy(self.sampler_state)
-            counts, last = self._counts()
+            if self.sampler_state is not None:
+                state["sampler_state"] = copy.deepcopy(self.sampler_state)
             if self.kind == MAP:
                 state["handed_below"], state["handed_above"] = self._handed_map()
             else:
+                counts, last = self._counts()
                 start = self.start
-                nxt = start["next_worker"] if last is None else (last + 1) % slots
-                state["next_worker"] = nxt
-            workers = [
-                _slot(
-                    self.start["workers"][w]["batches"] + counts[w] if self.kind == ITERABLE else 0
-                )
-                for w in range(slots)
-            ]
-        for w, worker in enumerate(workers):
+                if last is not None:
+                    state["next_worker"] = (last + 1) % self.slots
+                else:
+                    state["next_worker"] = start["next_worker"]
+                for w, worker in enumerate(state["workers"]):
+                    worker["batches"] = start["workers"][w]["batches"] + counts[w]
+        if self._no_user_state:
+            return state
+        for w, worker in enumerate(state["workers"]):
             user = self._user_state_of(w)
             if user is not None:
                 # The user's own states are copied (bench: a deepcopy of the whole state was
@@ -627,7 +642,6 @@ class EpochProgress:
                 worker["dataset"], worker["iterator"] = copy.deepcopy(list(user[:2]))
                 worker["ended"] = user[2]
                 worker["rng"] = user[3] if len(user) > 3 else None
-        state["workers"] = workers
         return state
 
 

@@ -415,6 +415,7 @@ class MultiProcessingIter(BaseIter):
         if not first_iter:  # the same workers: their datasets go on from where they ended
             self._progress.carry_from(ended)
         self._progress.core = self._core
+        self._progress.carries = self._carries_state
         try:
             loop.start_epoch(self._core, self, resume=not first_iter)
         except (loop.IteratorFailed, ProtocolViolation) as exc:
