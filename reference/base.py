@@ -18,6 +18,11 @@ import torch
 from loaderspec.reference.checkpoint import (
     EpochProgress,
     SamplerCursor,
+    capture,
+    draw_base_seed,
+    encode_rng,
+    rng_state,
+    set_rng,
     start_fetcher,
     worker_starts,
 )
@@ -68,7 +73,7 @@ class LoaderOptions(Protocol):
     def worker_init_fn(self) -> Any: ...
     # Checkpoint and resume (reference/checkpoint.py): what the next epoch starts from.
     @property
-    def _stateful_dataset(self) -> bool: ...
+    def _carries_state(self) -> bool: ...
     @property
     def _items_per_batch(self) -> int: ...
     def _begin_epoch(self) -> EpochProgress: ...
@@ -117,18 +122,44 @@ class BaseIter:
         # own seed lazily on the first next(), so this order keeps the generator's stream equal.
         self._progress = loader._begin_epoch()  # what state_dict() describes (checkpoint.py)
         self._sampler_iter = self._epoch_sampler_iter(loader)
-        self._base_seed = int(
-            torch.empty((), dtype=torch.int64).random_(generator=loader.generator).item()
-        )
+        self._base_seed = draw_base_seed(loader.generator)
+        self._resume_seeds(loader)
         self._persistent_workers = loader.persistent_workers
         self._num_yielded = 0
 
     def __iter__(self) -> BaseIter:
         return self
 
+    def _resume_seeds(self, loader: LoaderOptions) -> None:
+        """The workers' base seed: a resumed epoch's is the state's (the draw above keeps the
+        generator's stream as the uninterrupted run drew it). An IterableDataset's generator
+        draws nothing more this epoch: a resumed one is put where the uninterrupted run's was,
+        so that the next epochs draw their seeds as it did."""
+        progress = self._progress
+        start = progress.resumed_start
+        if start is not None and start["base_seed"] is not None:
+            self._base_seed = start["base_seed"]
+        progress.base_seed = self._base_seed
+        if self._dataset_kind != _DatasetKind.Iterable:
+            return
+        if start is not None and start["sampler_rng"] is not None:
+            set_rng(loader.generator, start["sampler_rng"])
+            progress.iter_rng = start["sampler_rng"]
+        else:
+            progress.iter_rng = encode_rng(rng_state(loader.generator))
+
     def _epoch_sampler_iter(self, loader: LoaderOptions) -> Iterator[Any]:
         """This epoch's sampler iterator: map-style, counted by position (a resumed epoch skips
-        the positions handed out); an IterableDataset's sampler gives nothing to resume."""
+        the positions handed out); an IterableDataset's sampler gives nothing to resume. A
+        Stateful sampler's state is loaded before ``iter(sampler)`` and recorded as the order
+        begins (the order a resumed epoch draws again)."""
+        progress = self._progress
+        sampler = progress.sampler
+        if sampler is not None:
+            start = progress.resumed_start
+            if start is not None and start["sampler_state"] is not None:
+                sampler.load_state_dict(copy.deepcopy(start["sampler_state"]))
+            progress.sampler_state = copy.deepcopy(sampler.state_dict())
         sampler_iter = iter(self._index_sampler)
         if self._dataset_kind == _DatasetKind.Iterable:
             return sampler_iter
@@ -137,8 +168,11 @@ class BaseIter:
         return cursor
 
     def _reset(self, loader: LoaderOptions, first_iter: bool = False) -> None:
-        if not first_iter:
+        if not first_iter:  # persistent workers' next epoch: the same workers, the same seed
             self._progress = loader._begin_epoch()
+            self._progress.base_seed = self._base_seed
+            if self._dataset_kind == _DatasetKind.Iterable:
+                self._progress.iter_rng = encode_rng(rng_state(loader.generator))
         self._sampler_iter = self._epoch_sampler_iter(loader)
         self._num_yielded = 0
         self._IterableDataset_len_called = loader._IterableDataset_len_called
@@ -188,10 +222,8 @@ class SingleProcessIter(BaseIter):
 
     def __init__(self, loader: LoaderOptions) -> None:
         super().__init__(loader)
-        self._stateful = loader._stateful_dataset
         starts = worker_starts(
             self._progress.resumed_start,
-            stateful=self._stateful,
             items_per_batch=loader._items_per_batch,
             num_workers=0,
         )
@@ -205,9 +237,18 @@ class SingleProcessIter(BaseIter):
                 self._drop_last,
             )
 
+        iterable = self._dataset_kind == _DatasetKind.Iterable
         self._dataset_fetcher = start_fetcher(
-            make_fetcher, self._dataset, None if starts is None else starts[0]
+            make_fetcher, self._dataset, None if starts is None else starts[0], iterable=iterable
         )
+        # The user's states are asked when a state is (as StatefulDataLoader does): nothing
+        # is prefetched here, so they are the ones after the last batch handed out.
+        dataset = self._dataset
+
+        def live(ended: bool) -> Any:
+            return capture(dataset, self._dataset_fetcher, iterable=iterable, ended=ended)
+
+        self._progress.live = live
 
     def _next_data(self) -> Any:
         index = self._next_index()  # may raise StopIteration
@@ -219,8 +260,6 @@ class SingleProcessIter(BaseIter):
             self._progress.count()  # handed out as the error it raised
             raise
         self._progress.count()
-        if self._stateful:
-            self._progress.dataset_state(0, copy.deepcopy(self._dataset.state_dict()))
         if self._pin_memory and self._pin_memory_device is not None:
             data = torch_pin_memory.pin_memory(data, self._pin_memory_device)
         return data

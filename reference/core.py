@@ -225,6 +225,10 @@ class ProtocolCore:
         self.handed_above: set[int] = set()
         self.handed_per_worker = [0] * self.num_workers
         self.last_handed_worker: int | None = None
+        # Per worker, what its exhaustion message carried (the dataset's state as its shard ran
+        # dry, opaque here): a persistent worker starts the next epoch from it.
+        self.ended_payloads: dict[int, Any] = {}
+        self.started_payloads: dict[int, Any] = {}  # (the same, as its next epoch began)
 
     def snapshot(self) -> dict[str, Any]:
         """The main process's spec variables, as a trace record's ``state``
@@ -474,6 +478,7 @@ class ProtocolCore:
         if kind is _EXHAUSTED:
             # The spec keeps the exhaustion in its slot until MainMarkWorkerUnavailable drops it.
             self.exhausted_worker, self.exhausted_task = worker, idx
+            self.ended_payloads[worker] = payload
             self.alarm = self._alarmed()
             return
         self.results[idx] = (kind, payload)
@@ -656,8 +661,10 @@ class ProtocolCore:
         self.last = Step(act)
         return sorted(self.resume_pending)
 
-    def drain_resume(self, worker: int, kind: Kind) -> bool:
+    def drain_resume(self, worker: int, kind: Kind, payload: Any = None) -> bool:
         """MainDrainResume: a message during a resume. Old results are dropped (stale epoch).
+        An ack's ``payload`` (the dataset's state as the worker began the epoch, opaque here)
+        is kept in ``started_payloads``.
 
         Returns True when the message was a stale result that was dropped. The last ack starts
         the epoch: the request goes on as PREFETCH.
@@ -667,6 +674,7 @@ class ProtocolCore:
         self._check(act, drain_guard(self, worker, kind))
         stale = kind is not Kind.RESUME
         if not stale:
+            self.started_payloads[worker] = payload
             self.resume_pending.discard(worker)
             if not self.resume_pending:
                 self.phase = Phase.RUNNING

@@ -294,10 +294,39 @@ class DataLoader(Generic[T_co]):
         return ITERABLE if self._dataset_kind == _DatasetKind.Iterable else MAP
 
     @property
-    def _stateful_dataset(self) -> bool:
-        """An IterableDataset with torchdata's Stateful protocol: its state is saved and
-        loaded; any other is fast-forwarded (docs/checkpoint.md)."""
-        return self._dataset_kind == _DatasetKind.Iterable and is_stateful(self.dataset)
+    def _carries_state(self) -> bool:
+        """Whether a worker's results carry the user's state (reference/checkpoint.py): an
+        IterableDataset's always (whether ``iter(dataset)`` is Stateful is known only there),
+        a map-style dataset's when it has torchdata's Stateful protocol."""
+        return self._dataset_kind == _DatasetKind.Iterable or is_stateful(self.dataset)
+
+    @property
+    def _stateful_sampler(self) -> Any:
+        """The sampler whose own state a checkpoint keeps (Stateful), or None."""
+        for sampler in (self.batch_sampler, self.sampler):
+            if sampler is not None and is_stateful(sampler):
+                return sampler
+        return None
+
+    @property
+    def _shape(self) -> dict[str, Any]:
+        """What a state must have been taken with to resume here (``checkpoint.check_state``)."""
+        iterable = self._dataset_kind == _DatasetKind.Iterable
+        try:
+            length: int | None = len(self.dataset)  # type: ignore[arg-type]  # (may lack it)
+        except TypeError:
+            length = None
+        return {
+            "dataset_kind": self._checkpoint_kind,
+            "num_workers": self.num_workers,
+            "dataset_len": length,
+            "batch_size": self.batch_size,
+            "sampler": type(
+                self.sampler if self.batch_size is not None else self._index_sampler
+            ).__name__,
+            "total": None if iterable else len(self._index_sampler),
+            "stateful_sampler": self._stateful_sampler is not None,
+        }
 
     @property
     def _items_per_batch(self) -> int:
@@ -309,12 +338,12 @@ class DataLoader(Generic[T_co]):
         epoch = self._next_epoch if start is None else start["epoch"]
         self._next_epoch = epoch + 1
         self._progress = EpochProgress(
-            kind=self._checkpoint_kind,
-            num_workers=self.num_workers,
+            shape=self._shape,
             epoch=epoch,
             start=start,
             generator=self.generator,
             persistent=self.persistent_workers,
+            sampler=self._stateful_sampler,
         )
         return self._progress
 
@@ -325,7 +354,7 @@ class DataLoader(Generic[T_co]):
         if self._pending_state is not None:
             state = copy.deepcopy(self._pending_state)
         elif self._progress is None:
-            state = fresh_state(self._checkpoint_kind, self.num_workers, self._next_epoch)
+            state = fresh_state(self._shape, self._next_epoch)
         else:
             state = self._progress.state()
         if tracewriter.ENABLED and self.num_workers > 0:
@@ -348,12 +377,12 @@ class DataLoader(Generic[T_co]):
         returned, here or in an earlier process), whatever was called before.
 
         Raises:
-            TypeError, ValueError: not such a state, or an IterableDataset's taken with another
-                ``num_workers`` (the message names both counts).
+            TypeError, ValueError: not such a state, one taken by another loader (dataset kind
+                or length, ``batch_size``, sampler; an IterableDataset's or a Stateful
+                dataset's with another ``num_workers``) or a malformed field: one message
+                naming the field, both values and the fix. Nothing changes.
         """
-        self._pending_state = check_state(
-            state_dict, kind=self._checkpoint_kind, num_workers=self.num_workers
-        )
+        self._pending_state = check_state(state_dict, self._shape)
         if tracewriter.ENABLED and self.num_workers > 0:
             # No iterator takes this step: the state governs the next one, whose run the record
             # opens; trace-check holds that run's start to it (LoadIsNeverIgnored).

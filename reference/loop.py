@@ -262,7 +262,7 @@ def _drain_resume(core: ProtocolCore, port: Port, step: Step) -> None:
     event = port.wait()
     if type(event) is Arrived:
         r = event.result
-        take(core, Action.MAIN_DRAIN_RESUME, event.worker, r.kind, origin=r.origin)
+        take(core, Action.MAIN_DRAIN_RESUME, event.worker, r.kind, r.payload, origin=r.origin)
     else:
         _on_other_event(core, port, event)
 

@@ -143,12 +143,12 @@ class WorkerConfig:
     num_workers: int
     parent_pid: int  # the loader's process: the worker exits when it dies
     use_pdeathsig: bool  # the kernel's parent-death signal reaches us (see reference/worker.py)
-    # A resumed IterableDataset (reference/checkpoint.py): per shard, what to do before the
-    # first fetch (None: nothing); the shard worker slot 0 runs; whether each batch carries
-    # the dataset's state.
+    # A resumed epoch (reference/checkpoint.py): per worker id, what to do before the first
+    # fetch (None: nothing); the worker id slot 0 runs as; whether each result carries the
+    # user's state (an IterableDataset's always: its iterator may be Stateful).
     starts: tuple[Any, ...] | None = None
     shard_offset: int = 0
-    stateful: bool = False
+    carry_state: bool = False
 
 
 @dataclass(frozen=True)

@@ -260,14 +260,13 @@ class MultiProcessingIter(BaseIter):
             use_pdeathsig=use_pdeathsig,
             starts=worker_starts(
                 self._progress.resumed_start,
-                stateful=loader._stateful_dataset,
                 items_per_batch=loader._items_per_batch,
                 num_workers=self._num_workers,
             ),
             shard_offset=self._progress.rotation,
-            stateful=loader._stateful_dataset,
+            carry_state=loader._carries_state,
         )
-        self._stateful = worker_config.stateful
+        self._carries_state = worker_config.carry_state
         self._owner_pid = os.getpid()
         self._pin_memory_thread: threading.Thread | None = None
         self._wakeup: tuple[Connection, Connection] | None = None
@@ -412,8 +411,12 @@ class MultiProcessingIter(BaseIter):
 
     # ------------------------------------------------------------- epoch --------------------
     def _reset(self, loader: LoaderOptions, first_iter: bool = False) -> None:
+        ended = self._progress
         super()._reset(loader, first_iter)
+        if not first_iter:  # the same workers: their datasets go on from where they ended
+            self._progress.carry_from(ended)
         self._progress.core = self._core
+        self._progress.carries = self._carries_state
         try:
             loop.start_epoch(self._core, self, resume=not first_iter)
         except (loop.IteratorFailed, ProtocolViolation) as exc:
@@ -429,9 +432,9 @@ class MultiProcessingIter(BaseIter):
         payload = loop.hand_out(self._core, delivery.payload)  # the point of effect
         if delivery.kind is _ERROR:
             payload.reraise()
-        if self._stateful:  # the dataset's state after this batch travelled with it
+        if self._carries_state:  # the user's state after this batch travelled with it
             payload, state = payload
-            self._progress.dataset_state(delivery.worker, state)
+            self._progress.user_state(delivery.worker, state)
         return payload
 
     # ------------------------------------------------------- port: dispatch -----------------

@@ -37,7 +37,7 @@ from typing import Any
 import torch
 from loaderspec.reference import wire
 from loaderspec.reference.arena import WorkerArena, small_batches_private
-from loaderspec.reference.checkpoint import start_fetcher
+from loaderspec.reference.checkpoint import capture, start_fetcher, worker_rng
 from loaderspec.reference.loop import take
 from loaderspec.reference.messages import (
     RESUME,
@@ -234,7 +234,20 @@ class _WorkerIO:
     ) -> None:
         self.core, self.conn, self.arena = core, channels.result, arena
         self.new_fetcher, self.fetcher = new_fetcher, fetcher
-        self.stateful_dataset: Any = None
+        self.carry_state = False  # results carry the user's state (reference/checkpoint.py)
+        self.iterable = core.iterable
+        self.dataset: Any = None
+
+    def user_state(self, *, ended: bool) -> Any:
+        """The user's state now (``checkpoint.capture``)."""
+        return capture(self.dataset, self.fetcher, iterable=self.iterable, ended=ended)
+
+    def epoch_edge_state(self, *, ended: bool) -> Any:
+        """As an epoch begins (after ``iter(dataset)``) or the shard ends: the user's state and
+        this process's RNGs (once per epoch: a persistent worker's next epoch draws on from
+        them; each batch carries only the user's state)."""
+        state = self.user_state(ended=ended) or (None, None, False)
+        return (*state, worker_rng())
 
     def fetch(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
         assert isinstance(message, Task)
@@ -243,8 +256,16 @@ class _WorkerIO:
             tracewriter.fetch_began(t_taken)  # a hang or error record is this step's
             kind, payload = _run_fetcher(self.fetcher, message, self.core.worker)
             tracewriter.fetch_began(None)
-            if kind is _DATA and self.stateful_dataset is not None:
-                payload = (payload, self.stateful_dataset.state_dict())
+            if self.carry_state and (kind is _DATA or (kind is Kind.EXHAUSTED and self.iterable)):
+                # The user's state after this fetch travels with its result; a state_dict()
+                # that raises is this task's error.
+                try:
+                    if kind is _DATA:
+                        payload = (payload, self.user_state(ended=False))
+                    else:  # the shard ran dry: what the next epoch of this worker starts from
+                        payload = self.epoch_edge_state(ended=True)
+                except Exception:
+                    kind, payload = Kind.ERROR, ExceptionWrapper(where=_where(self.core.worker))
         result = take(self.core, _FETCH, message.idx, kind, payload, t=t_taken)
         del payload
         _send(self.core, self.conn, result, self.arena)
@@ -253,8 +274,14 @@ class _WorkerIO:
         take(self.core, Action.WORKER_SKIP_INDEX, step.task)
 
     def ack_resume(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
-        wire.send(self.conn, take(self.core, Action.WORKER_ACK_RESUME).to_wire())
+        ack = take(self.core, Action.WORKER_ACK_RESUME)
         self.fetcher = self.new_fetcher()  # the new epoch's shard, from its start
+        if self.carry_state:
+            # The ack carries the user's state right after iter(dataset) (torchdata's startup
+            # ack does too): a state taken before this worker's first batch of the epoch.
+            with contextlib.suppress(Exception):  # (a state_dict() that raises: none)
+                ack = ack._replace(payload=self.epoch_edge_state(ended=False))
+        wire.send(self.conn, ack.to_wire())
 
     def exit(self, message: IndexMessage, step: Step, t_taken: int | None) -> None:
         take(self.core, Action.WORKER_EXIT)
@@ -291,8 +318,8 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         torch.multiprocessing._set_thread_name("pt_data_worker")
         torch.set_num_threads(1)
         yield_to_the_loader()  # before worker_init_fn, which may choose otherwise
-        # A resumed IterableDataset's round-robin starts at the shard whose batch comes next:
-        # this slot runs shard (slot + shard_offset) % num_workers (reference/checkpoint.py).
+        # A resumed epoch's round-robin starts at the worker whose batch comes next: this slot
+        # runs as worker (slot + shard_offset) % num_workers (reference/checkpoint.py).
         shard = (worker_id + config.shard_offset) % config.num_workers
         seed = _seed(config.base_seed, shard)
         torch_worker._worker_info = torch_worker.WorkerInfo(
@@ -314,15 +341,15 @@ def worker_loop(config: WorkerConfig, worker_id: int, channels: WorkerChannels) 
         fetcher = None
         try:
             if config.worker_init_fn is not None:
-                config.worker_init_fn(worker_id)
+                config.worker_init_fn(shard)  # the id get_worker_info() gives, as in torch
             start = None if config.starts is None else config.starts[shard]
-            fetcher = start_fetcher(new_fetcher, config.dataset, start)  # a resumed shard
+            # A resumed worker: the user's states loaded around iter(dataset), or a fast-forward.
+            fetcher = start_fetcher(new_fetcher, config.dataset, start, iterable=iterable)
         except Exception:
             core.init_failed(ExceptionWrapper(where=_where(worker_id)))
 
         io = _WorkerIO(core, channels, arena, new_fetcher, fetcher)
-        if config.stateful:  # each batch carries the dataset's state after it (checkpoint.py)
-            io.stateful_dataset = config.dataset
+        io.carry_state, io.dataset = config.carry_state, config.dataset
         indexes = wire.index_reader(index_conn)
         while not core.exited:
             try:

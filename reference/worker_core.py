@@ -147,8 +147,8 @@ class WorkerCore:
         if self.init_error is not None:
             kind, payload, self.init_error = _ERROR, self.init_error, None
         elif kind is _EXHAUSTED:
-            if self.iterable:
-                self.iteration_end, payload = True, None
+            if self.iterable:  # (its payload: the dataset's state as the shard ran dry)
+                self.iteration_end = True
             else:  # a map-style dataset's StopIteration is an error, raised in its turn (torch)
                 kind = _ERROR
         elif kind is None:

@@ -59,7 +59,8 @@ def test_exhaustion_skips_the_rest_of_the_epoch_until_a_resume():
         A.WORKER_FETCH,
         A.WORKER_PUT,
     ]
-    assert sim.sent[0] == Result(0, Kind.EXHAUSTED, None, (0, 0, 0))  # no payload: exhausted
+    # The payload is what the IO gave: the user's state as the shard ran dry (checkpoint.py)
+    assert sim.sent[0] == Result(0, Kind.EXHAUSTED, "stop", (0, 0, 0))
     assert sim.sent[1] == Result.resume_ack((0, NO_TASK, 1))
     assert sim.sent[2].origin == (0, 2, 1)  # the new epoch's fetch
 

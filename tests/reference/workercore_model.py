@@ -107,7 +107,9 @@ def expected(script: Script) -> tuple[list[Result], int]:
             kind, payload = next(outcomes, (Kind.DATA, ("batch", message.idx)))
             fetches += 1
             if kind is Kind.EXHAUSTED and script.iterable:
-                iteration_end, payload = True, None
+                # (its payload travels: the user's state as the shard ran dry, as torchdata's
+                # worker sends its state delta with the exhaustion)
+                iteration_end = True
             elif kind is Kind.EXHAUSTED:
                 kind = Kind.ERROR
             result = Result(message.idx, kind, payload, origin)
