@@ -125,7 +125,9 @@ class ResumePlan:
 class StatefulShards(IterableDataset[int]):
     """Shards as `FaultyIterable`'s (worker w of W reads shards w, w + W, ...; shard s yields
     `s * SHARD_STRIDE + k`), with a `state_dict` of its own: how many of its items this copy has
-    read in the current pass. After `load_state_dict` the next pass starts there (once)."""
+    read in the current pass, 0 again once the pass ran dry (its state then says what it does
+    next: a whole pass, as torchdata's Stateful protocol reads a state taken at StopIteration).
+    After `load_state_dict` the next pass starts there (once)."""
 
     def __init__(self, shard_lengths: tuple[int, ...]) -> None:
         self.shard_lengths = tuple(shard_lengths)
@@ -144,6 +146,7 @@ class StatefulShards(IterableDataset[int]):
         for value in self._items()[start:]:
             self.read += 1
             yield value
+        self.read = 0
 
     def state_dict(self) -> dict[str, int]:
         return {"read": self.read}
