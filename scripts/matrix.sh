@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Regenerates the committed conformance matrix from one run: sets up with every loader's extra
 # (scripts/setup.sh with LOADERSPEC_EXTRAS=torchdata,grain,spdl,paddle), then runs the whole
-# suite (no --quick: every case, the slow ones included) against all eight loaders (the
+# suite (no --quick: every case, the slow ones included) against all nine loaders (the
 # reference, torch, StatefulDataLoader, torchdata.nodes' thread and process mappers, grain, SPDL,
-# paddle) into docs/reports/ (the earlier per-loader folders removed first, so no report of
-# another run or commit is left beside them), and rewrites README.md's totals table from the same
+# paddle, litdata) into docs/reports/ (the earlier per-loader folders removed first, so no report
+# of another run or commit is left beside them), and rewrites README.md's totals table from the same
 # reports (`--readme`). Two loaders run at once (`--jobs 2`), grain first: it spawns workers for
 # every iterator and takes as long as the seven others together (32 min alone on 2026-11-26), so
 # each loader gets 4200 s. It takes 40-60 minutes on the shared 2-core machine, so neither the
@@ -16,6 +16,24 @@ set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 LOADERSPEC_EXTRAS=torchdata,grain,spdl,paddle bash "$top/scripts/setup.sh"
 cd "$top"
+# The streaming loaders each get a virtualenv of their own (.venv-<extra>, beside .venv): their
+# dependency trees are large and pin what the others float. Each holds exactly torch==2.13.0
+# (named in the same pip call, so no extra replaces it), the suite and loaderspec, editable, and
+# is installed again only when pyproject.toml changed. `loaderspec report --python` runs that
+# loader's suite with its interpreter.
+own_venv() {  # EXTRA MODULE: the extra to install, the module that shows it is there
+    local extra=$1 module=$2 venv=.venv-$1 want
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    if [ "$(cat "$venv/.loaderspec-setup" 2>/dev/null)" != "$want" ]; then
+        "$venv/bin/python" -m pip install -q --disable-pip-version-check "torch==2.13.0" \
+            -e ".[suite,$extra]" 2>&1 | grep -v "is ignored: it is neither a file" || true
+        "$venv/bin/python" -c "import torch, pytest, $module" \
+            || { echo "matrix: installing the $extra extra into $venv failed" >&2; exit 1; }
+        echo "$want" >"$venv/.loaderspec-setup"
+    fi
+}
+own_venv litdata litdata
 # Only the per-loader folders (each holds a report.json): the pages beside them are rewritten.
 for dir in docs/reports/*/; do
     if [ -f "$dir/report.json" ]; then rm -r -- "$dir"; fi
@@ -30,6 +48,10 @@ loaders=(
     loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader
     loaderspec.conformance.adapters.spdl:Loader
     loaderspec.conformance.adapters.paddle:Loader
+    loaderspec.conformance.adapters.litdata:Loader
+)
+pythons=(
+    loaderspec.conformance.adapters.litdata:Loader=.venv-litdata/bin/python
 )
 nice -n 10 .venv/bin/loaderspec report --out docs/reports --fail-on never --readme README.md \
-    --jobs 2 --timeout 4200 "${loaders[@]/#/--loader=}" "$@"
+    --jobs 2 --timeout 4200 "${loaders[@]/#/--loader=}" "${pythons[@]/#/--python=}" "$@"

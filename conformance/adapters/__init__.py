@@ -6,6 +6,7 @@
 * `conformance.adapters.spdl:Loader`: SPDL's `get_pytorch_dataloader` (extra `spdl`).
 * `conformance.adapters.grain:Loader`: grain's `DataLoader` (extra `grain`).
 * `conformance.adapters.paddle:Loader`: paddle.io.DataLoader (extra `paddle`).
+* `conformance.adapters.litdata:Loader`: litdata's `StreamingDataLoader` (extra `litdata`).
 
 Each is an optional extra: importing an adapter without its package raises ImportError naming
 the extra. The shared front (`conformance.adapters._front`) validates torch's arguments as torch
