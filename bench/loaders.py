@@ -20,6 +20,7 @@ LOADERS: dict[str, str] = {
     "spdl": "loaderspec.conformance.adapters.spdl:Loader",
     "grain": "loaderspec.conformance.adapters.grain:Loader",
     "litdata": "loaderspec.conformance.adapters.litdata:Loader",
+    "streaming": "loaderspec.conformance.adapters.streaming:Loader",
 }
 
 

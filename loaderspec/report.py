@@ -38,6 +38,7 @@ OPTIONAL_LOADERS = (
     ("loaderspec.conformance.adapters.grain:Loader", "grain"),
     ("loaderspec.conformance.adapters.paddle:Loader", "paddle"),
     ("loaderspec.conformance.adapters.litdata:Loader", "litdata"),
+    ("loaderspec.conformance.adapters.streaming:Loader", "streaming"),
 )
 RUN_TIMEOUT_S = 900.0
 
@@ -51,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PKG.MOD:CLASS",
         help="a loader to check (repeatable); default: the reference loader, torch's, and the "
-        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle, litdata) where those "
-        "packages are installed",
+        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle, litdata, streaming) where "
+        "those packages are installed",
     )
     parser.add_argument(
         "--out",

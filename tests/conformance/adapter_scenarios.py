@@ -91,3 +91,28 @@ def busy_then_die(loader_path: str, ds: Any) -> None:
     it = iter(cls(ds, batch_size=1, num_workers=2))
     next(it)
     kill_self()
+
+
+def shm_after_drops(loader_path: str, loaders_made: int) -> dict[str, Any]:
+    """Make, drain and drop `loaders_made` 1-worker loaders (collecting after each): how many
+    /dev/shm name prefixes (`<prefix>_<what>`) this process still holds, and which are left
+    once a child process that made one loader has exited."""
+    import os
+    import subprocess
+    import sys
+
+    def prefixes() -> set[str]:
+        return {name.split("_", 1)[0] for name in os.listdir("/dev/shm") if "_" in name}
+
+    before = prefixes()
+    cls = loaders.resolve(loader_path)
+    for _ in range(loaders_made):
+        loader = cls(list(range(4)), batch_size=2, num_workers=1)
+        list(loader)
+        del loader
+        gc.collect()
+    held = prefixes() - before
+    one = f"from loaderspec.faultinject import loaders; list(loaders.resolve({loader_path!r})([1]))"
+    start = prefixes()
+    subprocess.run([sys.executable, "-c", one], check=True, timeout=60)
+    return {"prefixes": len(held), "after_exit": sorted(prefixes() - start)}

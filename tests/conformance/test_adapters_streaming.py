@@ -1,5 +1,6 @@
-"""The streaming loaders behind torch's constructor: litdata's StreamingDataLoader. Each part
-skips cleanly, naming the extra, where its package is absent (each is installed in a virtualenv
+"""The streaming loaders behind torch's constructor: litdata's StreamingDataLoader and Mosaic
+streaming's (streaming-community). Each part skips cleanly, naming the extra, where its package
+is absent (each is installed in a virtualenv
 of its own: scripts/matrix.sh). Their declared limits and docs rows are checked with the other
 adapters' (test_adapters_field.py).
 
@@ -14,8 +15,14 @@ import importlib
 
 import pytest
 import torch
-from adapter_scenarios import reap_finished_workers  # noqa: F401 (autouse: imported, it applies)
+from adapter_scenarios import (  # the fixtures are autouse: imported, they apply here
+    drain,
+    flat,
+    reap_finished_workers,  # noqa: F401
+    shm_after_drops,
+)
 from conformance_runner import outcomes, run_suite
+from loaderspec.faultinject import sandbox
 from torch.utils.data import DataLoader
 
 from loaderspec import faultinject
@@ -23,15 +30,21 @@ from loaderspec import faultinject
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_child_left")]
 
 # adapter -> (module, the package it needs, the extra that installs it)
-STREAMING = {"litdata": ("litdata", "litdata", "litdata")}
+STREAMING = {
+    "litdata": ("litdata", "litdata", "litdata"),
+    "streaming": ("streaming", "streaming-community", "streaming"),
+}
 
 
 def load(name: str) -> type:
+    # The adapter module, not the package: streaming's package __init__ cannot be imported
+    # beside torch's CPU build (conformance/adapters/streaming.py says why); its adapter can.
     module, package, extra = STREAMING[name]
-    pytest.importorskip(
-        package, exc_type=ImportError, reason=f"{package} is the optional extra loaderspec[{extra}]"
-    )
-    return importlib.import_module(f"loaderspec.conformance.adapters.{module}").Loader
+    try:
+        adapter = importlib.import_module(f"loaderspec.conformance.adapters.{module}")
+    except ImportError:
+        pytest.skip(f"{package} is the optional extra loaderspec[{extra}]")
+    return adapter.Loader
 
 
 def ref(name: str) -> str:
@@ -77,6 +90,30 @@ def test_litdata_resumes_from_its_own_state_in_a_new_loader():
     assert taken + as_lists(second) == as_lists(DataLoader(ds, batch_size=2))
 
 
+# --------------------------------------------------------------------------- streaming
+
+
+@pytest.mark.parametrize(("n", "kw"), LITDATA_CONFIGS, ids=lambda x: str(x))
+def test_streaming_hands_out_torchs_batches_in_torchs_order(n, kw):
+    # In a sandbox child: each StreamingDataset keeps its shared memory until its process exits.
+    load("streaming")
+    ds = faultinject.FaultyDataset(n)
+    report = sandbox.run(drain, ref("streaming"), ds, deadline_s=60, **kw)
+    assert report.outcome == "returned", report.error
+    assert report.value["error"] is None
+    assert report.value["items"] == flat(DataLoader(ds, **kw))
+
+
+def test_streaming_keeps_each_datasets_shared_memory_until_the_process_exits():
+    # mosaicml/streaming#264: SharedMemory registers atexit.register(self.cleanup), which keeps
+    # every segment (and its fds) of a dropped loader's dataset alive until the interpreter ends.
+    load("streaming")
+    report = sandbox.run(shm_after_drops, ref("streaming"), 2, deadline_s=60)
+    assert report.outcome == "returned", report.error
+    assert report.value["prefixes"] == 2, report.value
+    assert not report.value["after_exit"]  # ...and atexit then frees them all
+
+
 # --------------------------------------------------------------------------- graded by the suite
 
 # (adapter, case, outcome, words of the detail): as docs/conformance.md's findings say.
@@ -94,6 +131,8 @@ GRADED = [
         "FAIL",
         "lost",
     ),
+    # A dropped loader's StreamingDataset keeps its shared memory (mosaicml/streaming#264).
+    ("streaming", "test_len_matches_the_batches_handed_out", "FAIL", "_locals"),
 ]
 
 
