@@ -49,6 +49,7 @@ if "streaming" not in sys.modules:
         sys.modules["streaming"] = _package
 
 try:
+    from streaming._version import __version__ as _streaming_version
     from streaming.base import MDSWriter, StreamingDataLoader, StreamingDataset
 except ImportError as exc:  # an optional extra
     sys.modules.pop("streaming", None)
@@ -58,6 +59,9 @@ except ImportError as exc:  # an optional extra
     ) from exc
 
 from loaderspec.conformance.adapters._front import Adapter, Limit, is_iterable
+
+# What the report's versions read (conformance.plugin), as `import streaming` would set it.
+sys.modules["streaming"].__version__ = _streaming_version  # type: ignore[attr-defined]
 
 __all__ = ["Loader"]
 
