@@ -12,7 +12,8 @@ of one machine through shared memory named after the data folder (`/dev/shm/<pre
 
 * at construction the adapter writes, with `MDSWriter` (no process, no network), one shard of the
   dataset's indices 0..n-1 into a folder of its own under the temp dir (streaming refuses a data
-  folder that another live dataset of the machine uses), removed when the dataset is dropped;
+  folder that another live dataset of the machine uses), removed when the dataset is dropped
+  (and, for a process that ended without finalizers, by the next loader made);
 * the `StreamingDataset` subclass fetches `dataset[index]` in streaming's workers (where the
   suite's faults fire), and torch's `collate_fn` batches the samples there; streaming's
   partition of an unshuffled dataset hands out torch's sequential batches in torch's order;
@@ -31,12 +32,14 @@ not load beside torch's CPU build (`operator torchvision::nms does not exist`); 
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 import tempfile
 import types
 import weakref
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 if "streaming" not in sys.modules:
@@ -66,9 +69,32 @@ sys.modules["streaming"].__version__ = _streaming_version  # type: ignore[attr-d
 __all__ = ["Loader"]
 
 
+PREFIX = "loaderspec-streaming-"
+
+
+def sweep() -> None:
+    """Remove the data folders of processes that are gone: a process that ends without running
+    its finalizers (os._exit, a signal) cannot remove its own."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = folder.name.removeprefix(PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def write(n: int) -> str:
-    """A new data folder holding one MDS shard of the indices 0..n-1."""
-    folder = tempfile.mkdtemp(prefix="loaderspec-streaming-")
+    """A new data folder holding one MDS shard of the indices 0..n-1, named after this process."""
+    sweep()
+    folder = tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-")
     with MDSWriter(out=folder, columns={"index": "int"}) as writer:
         for index in range(n):
             writer.write({"index": index})

@@ -111,7 +111,8 @@ def test_streaming_keeps_each_datasets_shared_memory_until_the_process_exits():
     report = sandbox.run(shm_after_drops, ref("streaming"), 2, deadline_s=60)
     assert report.outcome == "returned", report.error
     assert report.value["prefixes"] == 2, report.value
-    assert not report.value["after_exit"]  # ...and atexit then frees them all
+    assert report.value["child_held"], report.value
+    assert report.value["after_exit"] == []  # ...and atexit then frees them all
 
 
 # --------------------------------------------------------------------------- graded by the suite
