@@ -136,8 +136,8 @@ class Loader(Adapter):
         ),
         Limit(
             "batch_size=None",
-            "StreamingDataset partitions its samples by batch; StreamingDataLoader counts the "
-            "samples of each batch",
+            "StreamingDataset partitions its samples by the loader's batch "
+            "('Please pass `batch_size` to StreamingDataset')",
             lambda o: o["batch_size"] is None and o["batch_sampler"] is None,
         ),
         Limit(
