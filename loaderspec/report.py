@@ -269,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaderspec report: --readme {args.readme}: {exc}", file=sys.stderr)
             return 2
     loaders = args.loader or default_loaders()
-    pythons = dict(args.python)
+    # Absent from a Namespace built by hand before --python existed: every loader runs here.
+    pythons = dict(getattr(args, "python", None) or [])
     start = time.monotonic()
 
     def one(x: str) -> dict[str, Any] | None:
