@@ -19,6 +19,8 @@ LOADERS: dict[str, str] = {
     "nodes-process": "loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader",
     "spdl": "loaderspec.conformance.adapters.spdl:Loader",
     "grain": "loaderspec.conformance.adapters.grain:Loader",
+    "litdata": "loaderspec.conformance.adapters.litdata:Loader",
+    "streaming": "loaderspec.conformance.adapters.streaming:Loader",
 }
 
 

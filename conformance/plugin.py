@@ -444,7 +444,16 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _versions() -> dict[str, str]:
     found = {"python": sys.version.split()[0]}
     # the loaders the matrix grades (those the run imported), so a report names what it graded
-    for name in ("torch", "torchdata", "grain", "spdl", "paddle", "loaderspec"):
+    for name in (
+        "torch",
+        "torchdata",
+        "grain",
+        "spdl",
+        "paddle",
+        "litdata",
+        "streaming",
+        "loaderspec",
+    ):
         module = sys.modules.get(name)
         version = getattr(module, "__version__", None)
         if version:

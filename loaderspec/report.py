@@ -37,6 +37,8 @@ OPTIONAL_LOADERS = (
     ("loaderspec.conformance.adapters.spdl:Loader", "spdl"),
     ("loaderspec.conformance.adapters.grain:Loader", "grain"),
     ("loaderspec.conformance.adapters.paddle:Loader", "paddle"),
+    ("loaderspec.conformance.adapters.litdata:Loader", "litdata"),
+    ("loaderspec.conformance.adapters.streaming:Loader", "streaming"),
 )
 RUN_TIMEOUT_S = 900.0
 
@@ -50,14 +52,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PKG.MOD:CLASS",
         help="a loader to check (repeatable); default: the reference loader, torch's, and the "
-        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle) where those packages are "
-        "installed",
+        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle, litdata, streaming) where "
+        "those packages are installed",
     )
     parser.add_argument(
         "--out",
         type=out_dir,
         default=Path("loaderspec-report"),
         help="output directory (created; one folder per loader inside)",
+    )
+    parser.add_argument(
+        "--python",
+        action="append",
+        type=python_for,
+        default=[],
+        metavar="PKG.MOD:CLASS=PYTHON",
+        help="the Python that runs this loader's suite (repeatable; default: this one), for a "
+        "loader installed in a virtualenv of its own, e.g. "
+        "--python loaderspec.conformance.adapters.litdata:Loader=.venv-litdata/bin/python",
     )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument(
@@ -103,6 +115,21 @@ def out_dir(text: str) -> Path:
                 f"{text!r}: {p} is a file; give a directory (it is created), e.g. --out OUT"
             )
     return path
+
+
+def python_for(text: str) -> tuple[str, str]:
+    """``--python``: (loader, the Python that runs its suite).
+
+    Raises:
+        argparse.ArgumentTypeError: no ``=``, or nothing on one side of it.
+    """
+    loader, _, python = text.partition("=")
+    if not loader or not python:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not LOADER=PYTHON, e.g. "
+            "--python loaderspec.conformance.adapters.litdata:Loader=.venv-litdata/bin/python"
+        )
+    return loader, python
 
 
 def positive_seconds(text: str) -> float:
@@ -170,14 +197,20 @@ def load_results(path: Path) -> dict[str, Any]:
 
 
 def run_one(
-    loader: str, out: Path, quick: bool, timeout_s: float, fail_on: str = "must"
+    loader: str,
+    out: Path,
+    quick: bool,
+    timeout_s: float,
+    fail_on: str = "must",
+    python: str = sys.executable,
 ) -> dict[str, Any] | None:
-    """Run the suite against ``loader`` into ``out``; its results, or None if it produced none."""
+    """Run the suite against ``loader`` into ``out`` with ``python`` (a virtualenv's, where the
+    loader's dependencies clash with the others'); its results, or None if it produced none."""
     from loaderspec.faultinject import processes  # imports psutil: only when a report is made
 
     for name in REPORT_FILES:
         (out / name).unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "--pyargs", "loaderspec.conformance"]
+    cmd = [python, "-m", "pytest", "--pyargs", "loaderspec.conformance"]
     cmd += [f"{LOADER_OPTION}={loader}", f"--conformance-fail-on={fail_on}"]
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
@@ -236,10 +269,13 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaderspec report: --readme {args.readme}: {exc}", file=sys.stderr)
             return 2
     loaders = args.loader or default_loaders()
+    # Absent from a Namespace built by hand before --python existed: every loader runs here.
+    pythons = dict(getattr(args, "python", None) or [])
     start = time.monotonic()
 
     def one(x: str) -> dict[str, Any] | None:
-        return run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on)
+        python = pythons.get(x, sys.executable)
+        return run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on, python)
 
     # Each loader's suite is a subprocess of its own: threads only wait for them.
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

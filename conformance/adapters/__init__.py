@@ -6,6 +6,9 @@
 * `conformance.adapters.spdl:Loader`: SPDL's `get_pytorch_dataloader` (extra `spdl`).
 * `conformance.adapters.grain:Loader`: grain's `DataLoader` (extra `grain`).
 * `conformance.adapters.paddle:Loader`: paddle.io.DataLoader (extra `paddle`).
+* `conformance.adapters.litdata:Loader`: litdata's `StreamingDataLoader` (extra `litdata`).
+* `conformance.adapters.streaming:Loader`: Mosaic streaming's `StreamingDataLoader` (extra
+  `streaming`: streaming-community).
 
 Each is an optional extra: importing an adapter without its package raises ImportError naming
 the extra. The shared front (`conformance.adapters._front`) validates torch's arguments as torch

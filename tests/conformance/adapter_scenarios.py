@@ -91,3 +91,42 @@ def busy_then_die(loader_path: str, ds: Any) -> None:
     it = iter(cls(ds, batch_size=1, num_workers=2))
     next(it)
     kill_self()
+
+
+def shm_held() -> set[str]:
+    """The /dev/shm entries this process holds open."""
+    import psutil
+
+    return {f.path for f in psutil.Process().open_files() if f.path.startswith("/dev/shm/")}
+
+
+def shm_after_drops(loader_path: str, loaders_made: int) -> dict[str, Any]:
+    """Make, drain and drop `loaders_made` 1-worker loaders (collecting after each): how many
+    `/dev/shm/<prefix>_locals` entries this process still holds open, and which of the entries
+    a child process held (one loader, drained, still referenced) exist after it exited."""
+    import os
+    import subprocess
+    import sys
+
+    cls = loaders.resolve(loader_path)
+    for _ in range(loaders_made):
+        loader = cls(list(range(4)), batch_size=2, num_workers=1)
+        list(loader)
+        del loader
+        gc.collect()
+    held = [path for path in shm_held() if path.endswith("_locals")]
+    child = (
+        "from loaderspec.faultinject import loaders; from adapter_scenarios import shm_held; "
+        f"loader = loaders.resolve({loader_path!r})([1]); list(loader); print(*shm_held())"
+    )
+    here = os.path.dirname(os.path.abspath(__file__))  # adapter_scenarios, for the child
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    argv = [sys.executable, "-c", child]
+    out = subprocess.run(
+        argv, check=True, timeout=60, capture_output=True, text=True, env=env
+    ).stdout.split()
+    return {
+        "prefixes": len(held),
+        "child_held": out,
+        "after_exit": [p for p in out if os.path.exists(p)],
+    }

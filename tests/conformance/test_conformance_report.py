@@ -358,6 +358,7 @@ def test_two_loaders_of_one_top_level_package_get_two_column_titles(tmp_path: Pa
         (["--out", "{file}/sub"], "is a file; give a directory"),
         (["--timeout", "-5"], "must be more than 0"),
         (["--timeout", "soon"], "is not a number of seconds"),
+        (["--python", "mypkg.loader:Loader"], "is not LOADER=PYTHON"),
     ],
 )
 def test_bad_report_arguments_are_one_usage_line(
@@ -373,6 +374,25 @@ def test_bad_report_arguments_are_one_usage_line(
     err = capsys.readouterr().err
     assert err.count("error:") == 1
     assert says in err
+
+
+def test_a_loader_of_its_own_virtualenv_runs_with_that_python(tmp_path: Path) -> None:
+    """`--python LOADER=PYTHON` (scripts/matrix.sh: litdata's own virtualenv): that loader's
+    suite runs with that interpreter, the others with this one."""
+    from loaderspec import cli
+    from loaderspec.vocabulary import LOADER_OPTION
+
+    said = tmp_path / "said"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$0 $*" >>{said}\n')
+    python.chmod(0o755)
+    out = tmp_path / "out"
+    argv = ["report", "--out", str(out), "--loader", "a.b:C", "--python", f"a.b:C={python}"]
+    assert cli.main([*argv, "--fail-on", "never"]) == 1  # no report: the fake wrote none
+    [line] = said.read_text().splitlines()
+    assert line.startswith(
+        f"{python} -m pytest --pyargs loaderspec.conformance {LOADER_OPTION}=a.b:C"
+    )
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
