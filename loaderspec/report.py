@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from loaderspec.cliargs import positive_int, positive_seconds
 from loaderspec.vocabulary import FAIL_ON, LOADER_OPTION
 
 DEFAULT_LOADERS = ("loaderspec.reference:DataLoader", "torch.utils.data:DataLoader")
@@ -64,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive_seconds,
         default=RUN_TIMEOUT_S,
-        help="seconds allowed per loader (more than 0)",
+        help="seconds allowed per loader (more than 0, at most a day: 86400)",
     )
     parser.add_argument(
         "--jobs",
@@ -94,7 +95,8 @@ def out_dir(text: str) -> Path:
     """``--out``: a directory, or a path where one can be made.
 
     Raises:
-        argparse.ArgumentTypeError: ``text`` is an existing file (or lies under one).
+        argparse.ArgumentTypeError: ``text`` is an existing file (or lies under one), or the
+            directory cannot be created (created otherwise).
     """
     path = Path(text)
     for p in (path, *path.parents):
@@ -102,39 +104,15 @@ def out_dir(text: str) -> Path:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {p} is a file; give a directory (it is created), e.g. --out OUT"
             )
-    return path
-
-
-def positive_seconds(text: str) -> float:
-    """``--timeout``: seconds, more than 0.
-
-    Raises:
-        argparse.ArgumentTypeError: not a number, or not more than 0.
-    """
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
+        # Made now: a path that cannot be a directory is refused before the runs, which are long.
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: seconds allowed per loader must be more than 0, e.g. --timeout 900"
-        )
-    return value
-
-
-def positive_int(text: str) -> int:
-    """``--jobs``: a whole number, 1 or more.
-
-    Raises:
-        argparse.ArgumentTypeError: not a whole number of 1 or more.
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: run at least 1 loader at once, e.g. --jobs 2")
-    return value
+            f"{text!r}: cannot create that directory ({exc.strerror or exc}); give one that can"
+            " be, e.g. --out OUT"
+        ) from None
+    return path
 
 
 def default_loaders() -> list[str]:
@@ -190,6 +168,9 @@ def run_one(
         processes.kill_tree(proc.pid)
         output, _ = proc.communicate()
         print(f"  timed out after {timeout_s:g} s; killed", flush=True)
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): the suite's run goes too
+            processes.kill_tree(proc.pid)
     out.mkdir(parents=True, exist_ok=True)
     (out / "pytest-output.txt").write_text(output)
     path = out / "report.json"

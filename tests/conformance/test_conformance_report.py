@@ -356,7 +356,10 @@ def test_two_loaders_of_one_top_level_package_get_two_column_titles(tmp_path: Pa
     [
         (["--out", "{file}"], "is a file; give a directory"),
         (["--out", "{file}/sub"], "is a file; give a directory"),
+        (["--out", "/proc/loaderspec-none/out"], "cannot create that directory"),
         (["--timeout", "-5"], "must be more than 0"),
+        (["--timeout", "inf"], "at most 86400"),
+        (["--timeout", "1e9"], "at most 86400"),
         (["--timeout", "soon"], "is not a number of seconds"),
     ],
 )
