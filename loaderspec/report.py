@@ -62,6 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument(
+        "--full",
+        action="append",
+        default=[],
+        metavar="PKG.MOD:CLASS",
+        help="with --quick: this loader runs the whole suite all the same (repeatable), e.g. "
+        "the reference and torch in full and the other loaders' quick selection",
+    )
+    parser.add_argument(
         "--timeout",
         type=positive_seconds,
         default=RUN_TIMEOUT_S,
@@ -160,7 +168,8 @@ def run_one(
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
         cmd += ["-m", "quick"]
-    print(f"loaderspec report: {loader} ...", flush=True)
+    which = "the quick selection" if quick else "the whole suite"
+    print(f"loaderspec report: {loader}, {which} ...", flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = proc.communicate(timeout=timeout_s)
@@ -217,10 +226,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaderspec report: --readme {args.readme}: {exc}", file=sys.stderr)
             return 2
     loaders = args.loader or default_loaders()
+    if args.full and not args.quick:
+        print(
+            "loaderspec report: --full needs --quick (without it every loader runs in full)",
+            file=sys.stderr,
+        )
+        return 2
+    loaders += [x for x in args.full if x not in loaders]
     start = time.monotonic()
 
     def one(x: str) -> dict[str, Any] | None:
-        return run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on)
+        quick = args.quick and x not in args.full
+        return run_one(x, args.out / slug(x), quick, args.timeout, args.fail_on)
 
     # Each loader's suite is a subprocess of its own: threads only wait for them.
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

@@ -404,3 +404,22 @@ def test_the_matrix_notes_show_no_install_folders() -> None:
     assert 'File "conformance/adapters/_front.py"' in note["cause"]
     assert "/tmp/fresh" not in note["cause"]
     assert "/home/me" not in note["cause"]
+
+
+def test_full_runs_the_named_loaders_whole_and_the_others_quick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scripts/main.sh's selection: the reference and torch in full, the peers' quick cases."""
+    from loaderspec import cli
+    from loaderspec import report as report_cmd
+
+    ran: dict[str, bool] = {}
+
+    def run_one(loader: str, out: Path, quick: bool, *rest: object) -> None:
+        ran[loader] = quick
+
+    monkeypatch.setattr(report_cmd, "run_one", run_one)
+    argv = ["report", "--out", str(tmp_path), "--fail-on", "never", "--quick"]
+    cli.main([*argv, "--loader", "peer.mod:L", "--full", "ref.mod:L"])
+    assert ran == {"peer.mod:L": True, "ref.mod:L": False}
+    assert cli.main(["report", "--out", str(tmp_path), "--full", "ref.mod:L"]) == 2
