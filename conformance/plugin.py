@@ -202,6 +202,17 @@ def _usable_report_dir(out: Path) -> None:
         raise pytest.UsageError(MSG_REPORT_NOT_DIR.format(value=out, error=error)) from None
 
 
+def _patterns() -> list[tuple[str, str]]:
+    """The failure patterns the harness recognises early (``conformance.harness.scenario``):
+    the words a FAIL graded fast carries, and the cause the summary names once."""
+    from loaderspec.conformance.harness import scenario
+
+    return [
+        (scenario.ALIVE_PATTERN, "the loader never stops its workers after a dropped iterator"),
+        (scenario.HUNG_PATTERN, "the loader hangs before its first batch (at iter())"),
+    ]
+
+
 def _marker_names(config: pytest.Config) -> list[str]:
     """The markers registered in this session (``markers`` ini lines: ``name(args): help``)."""
     return sorted(
@@ -725,6 +736,16 @@ class ConformanceRun:
         tr.line(
             f"loader {self.choice.value}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES)
         )
+        for pattern, cause in _patterns():
+            hit = [
+                c for c in self.cases.values() if c["outcome"] == FAIL and pattern in c["detail"]
+            ]
+            if hit:
+                tr.line(
+                    f"one cause, {len(hit)} more FAILs graded in seconds each: {cause} "
+                    f"(first: {hit[0]['id']})",
+                    bold=True,
+                )
         for case in self.cases.values():
             line = _summary_line(case)
             if line:
