@@ -405,6 +405,22 @@ def _detail(report: pytest.TestReport) -> str:
     return str(report.longrepr or "")
 
 
+def _loader_errors_text(detail: str) -> str:
+    """The errors the loader raised in the case's runs that `detail` does not name yet ("" for
+    none): a check that counted batches ("len 4, 0 batches") is read with the worker's death."""
+    from loaderspec.conformance.harness import scenario
+
+    missing = [e for e in scenario.loader_errors() if e not in detail]
+    return f"; the loader raised: {' | '.join(missing)}" if missing else ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from loaderspec.conformance.harness import scenario
+
+    scenario.forget_played()
+
+
 def _outcome(phases: list[tuple[str, str, str, float]], g: Grade | None) -> tuple[str, str]:
     """A run's graded outcome and its detail, from its phases."""
     for _, outcome, detail, _ in phases:
@@ -487,7 +503,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     report.loaderspec_id = info.id  # type: ignore[attr-defined]  # JUnit's names, every phase
     phases = item.stash.setdefault(_PHASES, [])
-    phases.append((report.when, report.outcome, _detail(report), report.duration))
+    detail = _detail(report)
+    if report.failed and report.when == "call":
+        detail += _loader_errors_text(detail)
+    phases.append((report.when, report.outcome, detail, report.duration))
     failed_property = getattr(call.excinfo and call.excinfo.value, "property", None)
     if report.failed and failed_property and _FAILED_PROPERTY not in item.stash:
         item.stash[_FAILED_PROPERTY] = str(failed_property)

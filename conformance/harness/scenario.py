@@ -36,7 +36,14 @@ import pytest
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, fail
 from loaderspec.faultinject import driver, loaders
 from loaderspec.faultinject.driver import Plan, Run, run
-from loaderspec.faultinject.events import AliveAfterDrop, Built, Dropped, Len, LoaderDropped
+from loaderspec.faultinject.events import (
+    AliveAfterDrop,
+    Built,
+    Dropped,
+    Error,
+    Len,
+    LoaderDropped,
+)
 
 __all__ = [
     "DEADLINE_S",
@@ -44,8 +51,10 @@ __all__ = [
     "LEAK_WAIT_S",
     "NO_WORKER_TO_KILL",
     "THREAD_HANG_S",
+    "forget_played",
     "hang_s",
     "kwargs",
+    "loader_errors",
     "needs_worker_processes",
     "play",
     "shutdown_s",
@@ -77,6 +86,10 @@ HUNG_CASES = 2
 HUNG_DEADLINE_S = 5.0
 HUNG_PATTERN = "it already hung before its first batch (at iter())"
 
+# The runs the running case played (the plugin empties it as each case starts), so that a FAIL
+# can carry the errors the loader raised in them (`loader_errors`).
+_PLAYED: list[Run] = []
+
 _KINDS = {"threads": "thread workers", "none": "a loader with no visible workers"}
 # Why a case that kills a worker does not apply to thread workers.
 NO_WORKER_TO_KILL = "a worker thread cannot be killed without killing the loader's process"
@@ -105,6 +118,23 @@ def _left_something(r: Run) -> bool:
     return report is not None and bool(
         report.lingering or report.zombies or report.leaked_threads or report.leaked_fds
     )
+
+
+def forget_played() -> None:
+    """Start a case: the runs played so far were another case's."""
+    _PLAYED.clear()
+
+
+def loader_errors(limit: int = 2) -> list[str]:
+    """The first `limit` distinct errors the loader raised in the runs the running case played
+    (each "Type: message", its first line), for a FAIL whose check did not name them."""
+    found: list[str] = []
+    for r in _PLAYED:
+        for e in r.of(None, Error):
+            text = (e.text or e.type).strip().splitlines()
+            if text and text[0] not in found:
+                found.append(text[0])
+    return found[:limit]
 
 
 def _started(r: Run) -> bool:
@@ -169,6 +199,7 @@ def play(
         elif _left_something(r):
             _LEAKED[built.ref] = f"it already left the same after {LEAK_WAIT_S:g} s in "
             _LEAKED[built.ref] += _current_case()
+    _PLAYED.append(r)
     left_alive = [e for e in r.of(None, AliveAfterDrop) if e.pids]
     if left_alive and ref not in _ALIVE_AFTER_DROP and plan.drop_wait_s >= MUST_BOUND_S:
         _ALIVE_AFTER_DROP[ref] = _current_case()

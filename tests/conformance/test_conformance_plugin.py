@@ -654,6 +654,16 @@ def test_once(grade):
             grade.fail("NoSilentLoss", "every item", f"items [{draw[0]}] never handed out")
     check_drawn(st.tuples(st.integers(0, 9), st.integers(0, 9)), body, examples=5, shrink_s=0)
 
+@pytest.mark.spec_property("ExactlyOnce")
+def test_worker_segfaults(grade):
+    from loaderspec.conformance.harness import scenario
+    from loaderspec.faultinject.driver import Plan, Run
+    from loaderspec.faultinject.events import Error
+
+    segv = "RuntimeError: DataLoader worker (pid 4) is killed by signal: Segmentation fault."
+    scenario._PLAYED.append(Run(Plan(), None, events=[Error(0, 1.0, 0.0, text=segv)]))
+    grade.fail("ExactlyOnce", "len 4 and 4 batches", "len 4, 0 batches")
+
 @pytest.mark.spec_property("NoSilentLoss")
 def test_always(grade):
     def body(draw):
@@ -667,7 +677,8 @@ def test_a_drawn_fail_shows_the_draw_the_observation_and_whether_a_replay_reprod
     env: pytest.Pytester,
 ) -> None:
     """A correct loader's draw that failed once (Hypothesis: flaky) and a broken loader's that
-    always fails: each FAIL names the lost item and the draw; the flaky one says it was not
+    always fails: each FAIL names the lost item and the draw; a FAIL a worker's death caused
+    carries the loader's error; the flaky one says it was not
     reproduced on replay (it read `_WrappedBaseException() [single exception in FlakyFailure]`);
     the summary keeps the end of a long detail after an ellipsis; the rerun line is this
     interpreter's pytest with the run's conformance options."""
@@ -694,6 +705,10 @@ def test_a_drawn_fail_shows_the_draw_the_observation_and_whether_a_replay_reprod
     assert always["outcome"] == "FAIL"
     assert re.search(r"items \[(\d)\] never handed out; drawn: \(\1, \d\)$", always["detail"])
     assert "reproduced" not in always["detail"]
+    assert cases["test_worker_segfaults"]["detail"].endswith(
+        "len 4, 0 batches; the loader raised: RuntimeError: DataLoader worker (pid 4) is killed"
+        " by signal: Segmentation fault."
+    )
     out = result.stdout.str()
     assert re.search(r"FAIL test_x::test_always: .* … .*items \[\d\] never handed out", out)
     rerun = f"rerun: {sys.executable} -m pytest test_x.py::test_once"
