@@ -51,10 +51,12 @@ __all__ = [
     "LEAK_WAIT_S",
     "NO_WORKER_TO_KILL",
     "THREAD_HANG_S",
+    "current_case",
     "forget_played",
     "hang_s",
     "kwargs",
     "loader_errors",
+    "loader_key",
     "needs_worker_processes",
     "play",
     "shutdown_s",
@@ -120,6 +122,16 @@ def _left_something(r: Run) -> bool:
     )
 
 
+def loader_key(loader_cls: type) -> str:
+    """The key under which what a loader class has shown is kept (a local class's too)."""
+    return f"{loader_cls.__module__}:{loader_cls.__qualname__}"
+
+
+def current_case() -> str:
+    """The running case's node id (for a FAIL that names where a pattern was first seen)."""
+    return _current_case()
+
+
 def forget_played() -> None:
     """Start a case: the runs played so far were another case's."""
     _PLAYED.clear()
@@ -177,7 +189,7 @@ def play(
     `Run` (its `refused` says why) instead of skipping the case.
     """
     plan = Plan(**fields) if plan is None else plan
-    ref = f"{loader_cls.__module__}:{loader_cls.__qualname__}"
+    ref = loader_key(loader_cls)
     if ref in _ALIVE_AFTER_DROP:
         plan = replace(plan, drop_wait_s=LEAK_WAIT_AFTER_LEAK_S)
     hung = _HUNG_AT_START.get(ref, [])
