@@ -70,6 +70,9 @@ def play_ranks(
         start_s = loaders.iterator_start_s(loader_cls)
         deadline_s = RANKS_DEADLINE_S + plan.iterators * plan.world * start_s
     key = scenario.loader_key(loader_cls)
+    hung = scenario.hung_at_start(loader_cls)
+    if hung:  # it hung before its first batch in earlier cases: see harness.scenario
+        deadline_s = min(deadline_s, 2 * scenario.HUNG_DEADLINE_S)
     if key in scenario._ALIVE_AFTER_DROP:  # its workers outlived a drop: see harness.scenario
         plan = replace(plan, drop_wait_s=scenario.LEAK_WAIT_AFTER_LEAK_S)
     r = ranks.run(loader_cls, plan, deadline_s=deadline_s)
@@ -86,7 +89,8 @@ def play_ranks(
     report = r.report
     assert report is not None
     if report.outcome == "deadline":
-        fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r))
+        note = f" ({scenario.HUNG_PATTERN} in {' and '.join(hung)})" if hung else ""
+        fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r) + note)
     if report.outcome != "returned":
         pytest.fail(f"the rank group did not end normally: {report.error}", pytrace=False)
     raised = r.of(None, None, RankRaised)

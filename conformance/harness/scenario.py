@@ -54,6 +54,7 @@ __all__ = [
     "current_case",
     "forget_played",
     "hang_s",
+    "hung_at_start",
     "kwargs",
     "loader_errors",
     "loader_key",
@@ -125,6 +126,13 @@ def _left_something(r: Run) -> bool:
 def loader_key(loader_cls: type) -> str:
     """The key under which what a loader class has shown is kept (a local class's too)."""
     return f"{loader_cls.__module__}:{loader_cls.__qualname__}"
+
+
+def hung_at_start(loader_cls: type) -> list[str]:
+    """The cases in which `loader_cls` hung before its first batch, once they are `HUNG_CASES`
+    or more (then its later scenarios get short deadlines); [] before."""
+    hung = _HUNG_AT_START.get(loader_key(loader_cls), [])
+    return list(hung) if len(hung) >= HUNG_CASES else []
 
 
 def current_case() -> str:
