@@ -668,6 +668,8 @@ class ConformanceRun:
 
     def _stopped(self, session: pytest.Session) -> str | None:
         """Why the run did not finish every case it selected (None: it did)."""
+        if session.config.option.collectonly:
+            return "collection only (--co): no case ran"
         if session.exitstatus == pytest.ExitCode.INTERRUPTED:
             return f"interrupted by {self.signal or 'SIGINT (Ctrl-C)'}"
         for why in (session.shouldstop, session.shouldfail):

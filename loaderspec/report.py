@@ -226,17 +226,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaderspec report: --readme {args.readme}: {exc}", file=sys.stderr)
             return 2
     loaders = args.loader or default_loaders()
-    if args.full and not args.quick:
+    full = list(getattr(args, "full", None) or [])  # a Namespace built by hand may lack it
+    if full and not args.quick:
         print(
             "loaderspec report: --full needs --quick (without it every loader runs in full)",
             file=sys.stderr,
         )
         return 2
-    loaders += [x for x in args.full if x not in loaders]
+    loaders += [x for x in full if x not in loaders]
     start = time.monotonic()
 
     def one(x: str) -> dict[str, Any] | None:
-        quick = args.quick and x not in args.full
+        quick = args.quick and x not in full
         return run_one(x, args.out / slug(x), quick, args.timeout, args.fail_on)
 
     # Each loader's suite is a subprocess of its own: threads only wait for them.

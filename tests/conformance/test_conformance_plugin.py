@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -366,9 +367,10 @@ def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytest
     result = env.runpytest_subprocess(
         "--loader=fakeloader:Loader", f"--conformance-report={rep}", f"--junitxml={junit}"
     )
-    # Under each FAIL: the command that runs it again (pytest's node id, the same loader).
+    # Under each FAIL: the command that runs it again (this interpreter's pytest, pytest's
+    # node id, the same loader).
     result.stdout.fnmatch_lines(
-        ["FAIL test_x::test_leaks:*", "  rerun: pytest test_x.py::test_leaks "
+        ["FAIL test_x::test_leaks:*", f"  rerun: {sys.executable} -m pytest test_x.py::test_leaks "
          f"{loader_ref.OPTION}=fakeloader:Loader"]
     )  # fmt: skip
     results = json.loads((rep / "report.json").read_text())
