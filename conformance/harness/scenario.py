@@ -210,12 +210,18 @@ def play(
         deadline_s=deadline_s,
         orphan_grace_s=orphan_grace_s,
         linger_s=LEAK_WAIT_S if leaks else 0.0,
-        linger_by_type=dict.fromkeys(_LEAKED, LEAK_WAIT_AFTER_LEAK_S) if leaks else None,
+        # Workers that outlived a dropped iterator outlive the loader's drop too: one cause.
+        linger_by_type=dict.fromkeys([*_LEAKED, *_ALIVE_AFTER_DROP], LEAK_WAIT_AFTER_LEAK_S)
+        if leaks
+        else None,
     )
     built = r.first(Built, epoch=None)
     if leaks and built is not None:
         if built.linger_s is not None:
-            r.leak_note = f"waited {built.linger_s:g} s: {_LEAKED[built.ref]}"
+            why = _LEAKED.get(built.ref) or (
+                f"{ALIVE_PATTERN} {MUST_BOUND_S:g} s in {_ALIVE_AFTER_DROP.get(built.ref)}"
+            )
+            r.leak_note = f"waited {built.linger_s:g} s: {why}"
         elif _left_something(r):
             _LEAKED[built.ref] = f"it already left the same after {LEAK_WAIT_S:g} s in "
             _LEAKED[built.ref] += _current_case()

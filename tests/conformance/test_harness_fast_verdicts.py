@@ -33,9 +33,13 @@ def sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Plan, float]]:
     return handed
 
 
+LINGER: list[Any] = []  # each run's linger_by_type
+
+
 def _runner(handed: list[tuple[Plan, float]], make: Any) -> Any:
     def run(loader_cls: type, plan: Plan, *, deadline_s: float, **kwargs: Any) -> Run:
         handed.append((plan, deadline_s))
+        LINGER.append(kwargs.get("linger_by_type"))
         return make(plan, deadline_s)
 
     return run
@@ -51,10 +55,14 @@ def test_workers_left_after_a_drop_shorten_the_later_drop_waits(
 
     monkeypatch.setattr(scenario, "run", _runner(sandbox, leaked))
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_a.py::test_first (call)")
-    scenario.play(Leaky, Plan(), leaks=False)
+    LINGER.clear()
+    scenario.play(Leaky, Plan())
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_a.py::test_second (call)")
-    r = scenario.play(Leaky, Plan(), leaks=False)
+    r = scenario.play(Leaky, Plan())
     assert [p.drop_wait_s for p, _ in sandbox] == [MUST_BOUND_S, scenario.LEAK_WAIT_AFTER_LEAK_S]
+    # ...and what the workers leave after the loader's drop is waited for as briefly.
+    key = scenario.loader_key(Leaky)
+    assert [(x or {}).get(key) for x in LINGER] == [None, scenario.LEAK_WAIT_AFTER_LEAK_S]
     with pytest.raises(Violation) as failed:
         checks.nothing_left(Grade(), r)
     assert scenario.ALIVE_PATTERN in str(failed.value.msg)
