@@ -208,7 +208,10 @@ def _patterns() -> list[tuple[str, str]]:
     from loaderspec.conformance.harness import scenario
 
     return [
-        (scenario.ALIVE_PATTERN, "the loader never stops its workers after a dropped iterator"),
+        (
+            scenario.ALIVE_PATTERN,
+            "the loader never stops its workers (a dropped iterator or loader)",
+        ),
         (scenario.HUNG_PATTERN, "the loader hangs before its first batch (at iter())"),
     ]
 

@@ -76,10 +76,11 @@ FOREVER_S = 3600.0
 # Loader types (as constructed: the "built" event) that left something behind after LEAK_WAIT_S,
 # and the case that showed it.
 _LEAKED: dict[str, str] = {}
-# Loader classes whose workers outlived a dropped iterator by MUST_BOUND_S, and the case that
-# showed it: their later scenarios wait LEAK_WAIT_AFTER_LEAK_S for the workers after a drop.
+# Loader classes whose workers outlived a dropped iterator (or whose processes outlived the
+# loader's drop) by MUST_BOUND_S, and the case that showed it: their later scenarios wait
+# LEAK_WAIT_AFTER_LEAK_S for the workers after a drop.
 _ALIVE_AFTER_DROP: dict[str, str] = {}
-ALIVE_PATTERN = "the workers already outlived a dropped iterator by"
+ALIVE_PATTERN = "the workers already outlived a dropped iterator or loader by"
 # Loader classes whose scenario ran into its whole deadline before anything happened after the
 # loader was built (iter() or the first next() never returned), and those cases. After
 # HUNG_CASES of them, a scenario's deadline is HUNG_DEADLINE_S (plus the iterator start the
@@ -225,6 +226,8 @@ def play(
         elif _left_something(r):
             _LEAKED[built.ref] = f"it already left the same after {LEAK_WAIT_S:g} s in "
             _LEAKED[built.ref] += _current_case()
+            if r.report is not None and r.report.lingering:  # its processes: one cause
+                _ALIVE_AFTER_DROP.setdefault(ref, _current_case())
     _PLAYED.append(r)
     left_alive = [e for e in r.of(None, AliveAfterDrop) if e.pids]
     if left_alive and ref not in _ALIVE_AFTER_DROP and plan.drop_wait_s >= MUST_BOUND_S:

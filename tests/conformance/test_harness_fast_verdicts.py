@@ -104,3 +104,20 @@ def test_a_loader_that_started_is_never_given_the_short_deadline(
         with pytest.raises(Violation):
             scenario.play(Hangs, Plan(), deadline_s=20.0)
     assert [d for _, d in sandbox] == [20.0, 20.0, 20.0]
+
+
+def test_processes_left_after_the_loaders_drop_shorten_the_later_drop_waits_too(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers still alive after the loader was dropped (the sandbox's `lingering`) are the
+    same cause as workers alive after a dropped iterator: one full wait for both."""
+
+    def lingered(plan: Plan, deadline_s: float) -> Run:
+        built = Built(None, 0.0, 0.0, ref=scenario.loader_key(Leaky))
+        return Run(plan, SandboxReport(outcome="returned", lingering=[123]), events=[built])
+
+    monkeypatch.setattr(scenario, "_LEAKED", {})
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, lingered))
+    scenario.play(Leaky, Plan())
+    scenario.play(Leaky, Plan())
+    assert [p.drop_wait_s for p, _ in sandbox] == [MUST_BOUND_S, scenario.LEAK_WAIT_AFTER_LEAK_S]
