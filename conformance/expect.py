@@ -19,8 +19,9 @@ go), the same is expected. A SKIP entry only documents: a SKIP is then expected,
 outcome is judged as if there were no entry; a SKIP where a grade was expected says nothing.
 
 Every problem with the file is a ``ExpectationError`` (the plugin raises it as a usage error):
-unreadable, not TOML/JSON, an entry naming no case (with the nearest ids), an unknown outcome, a
-missing reason. An entry naming a renamed case's old id works, with a warning naming the new id.
+unreadable, not UTF-8, not TOML/JSON, an entry naming no case (with the nearest ids), an unknown
+outcome, a missing reason, a key besides outcome and reason. An entry naming a renamed case's
+old id works, with a warning naming the new id.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ EXPECTED: Status = "expected"
 FIXED: Status = "fixed"
 REGRESSION: Status = "regression"
 ALLOWED = (FAIL, NON_STRICT, SKIP)
+ENTRY_KEYS = frozenset({"outcome", "reason"})
 _BADNESS = {PASS: 0, NON_STRICT: 1, FAIL: 2}
 
 MSG_READ = "{file}: cannot read the expectation file: {error}"
@@ -69,6 +71,11 @@ MSG_NO_CASE = (
     "'test_<file>::test_<case>[param=value]' as in report.json's \"id\""
 )
 MSG_OUTCOME = "{file}: entry {entry!r}: outcome {outcome!r} is not one of {allowed}"
+MSG_ENCODING = "{file}: not UTF-8 text (byte {at}); save the expectation file as UTF-8"
+MSG_KEYS = (
+    "{file}: entry {entry!r}: unknown key(s) {keys}; an entry has only outcome and reason "
+    "(a typo there would be ignored)"
+)
 MSG_REASON = "{file}: entry {entry!r}: give a reason (a non-empty string: why, an issue link)"
 
 
@@ -109,9 +116,11 @@ class Expectations:
 
 def _parse(path: Path) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ExpectationError(MSG_READ.format(file=path, error=exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ExpectationError(MSG_ENCODING.format(file=path, at=exc.start)) from None
     if path.suffix == ".json":
         try:
             return json.loads(text)
@@ -132,6 +141,10 @@ def _entry(path: Path, name: str, body: Any) -> tuple[Expectation, str | None]:
         )
         hint = f" (nearest: {', '.join(repr(x) for x in near)})" if near else ""
         raise ExpectationError(MSG_NO_CASE.format(file=path, entry=name, near=hint))
+    extra = sorted(set(body) - ENTRY_KEYS) if isinstance(body, dict) else []
+    if extra:
+        keys = ", ".join(map(repr, extra))
+        raise ExpectationError(MSG_KEYS.format(file=path, entry=name, keys=keys))
     outcome = body.get("outcome") if isinstance(body, dict) else None
     if outcome not in ALLOWED:
         allowed = ", ".join(ALLOWED)

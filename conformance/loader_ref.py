@@ -104,7 +104,7 @@ MSG_MISSPELLED = (
 )
 MSG_MISSPELLED_WARNING = "environment variable {names} is not one loaderspec reads{near}"
 MSG_NOT_OURS = (
-    "the command line passes a loader to {given}, but that option is not loaderspec's here (a "
+    "{where} passes a loader to {given}, but that option is not loaderspec's here (a "
     "conftest or plugin defines it), so this run would check the default loader ({default}) "
     "instead: name the loader with {option}={value}"
 )

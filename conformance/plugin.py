@@ -24,9 +24,15 @@ are rendered once, when the run ends.
 from __future__ import annotations
 
 import datetime
+import difflib
 import os
+import re
 import shlex
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +42,7 @@ import pytest
 from _pytest.runner import runtestprotocol
 from loaderspec.conformance import catalog, expect, ids, loader_ref
 from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
+from loaderspec.conformance.harness.report import shorten
 from loaderspec.conformance.verdict import DEFAULT_POLICY, verdict
 from loaderspec.faultinject import loaders
 
@@ -52,6 +59,10 @@ _FAILED_PROPERTY = pytest.StashKey[str]()
 RUN_PLUGIN = "loaderspec_conformance_run"
 CASES_PLUGIN = "loaderspec_conformance_cases"
 REPORT_FILES = ("report.json", "report.md", "report.html")
+# The markers the suite's cases carry (named in the hint for an -m that selects nothing).
+SUITE_MARKERS = ("quick", "spec_property", "iterators")
+# Characters of a detail on the terminal's summary line (report.json keeps the whole of it).
+SUMMARY_DETAIL = 400
 # Worst first: the outcome a repeated case is graded by.
 _WORST_FIRST = (FAIL, NON_STRICT, PASS, SKIP)
 
@@ -60,6 +71,14 @@ MSG_UNKNOWN_PROPERTY = (
     "use one of: {known}"
 )
 MSG_EMPTY_PROPERTY = "case {case} has spec_property() without a property name"
+MSG_REPORT_NOT_DIR = (
+    "--conformance-report={value}: cannot make a directory there ({error}); give a directory "
+    "path that can be created, e.g. --conformance-report=build/conformance"
+)
+MSG_NOTHING_SELECTED = (
+    "loaderspec conformance: -m {expr!r} selected none of the {n} cases: {why}; the suite's "
+    "markers: {known} (e.g. -m quick)"
+)
 ITERATORS = "iterators"  # the marker: at most how many iter() calls a case makes in all
 MSG_BAD_ITERATORS = (
     "case {case} is marked iterators({value}); it takes one whole number, 0 or more: the most "
@@ -88,6 +107,7 @@ def start(config: pytest.Config) -> None:
     """
     out = config.getoption("loaderspec_report")
     if out and not hasattr(config, "workerinput"):
+        _usable_report_dir(Path(out))
         # A run that fails to start must not leave an earlier run's results to be read.
         for name in REPORT_FILES:
             (Path(out) / name).unlink(missing_ok=True)
@@ -107,14 +127,16 @@ def start(config: pytest.Config) -> None:
             )
         )
     if choice.source == loader_ref.SOURCE_DEFAULT:
-        elsewhere = loader_ref.passed_elsewhere(_command_line(config))
+        elsewhere = _foreign_loader(config)
         if elsewhere is not None:
+            where, given, value = elsewhere
             raise pytest.UsageError(
                 loader_ref.MSG_NOT_OURS.format(
-                    given=elsewhere[0],
+                    where=where,
+                    given=given,
                     default=choice.value,
                     option=loader_ref.OPTION,
-                    value=elsewhere[1],
+                    value=value,
                 )
             )
     cwd = config.invocation_params.dir
@@ -134,6 +156,8 @@ def start(config: pytest.Config) -> None:
         except expect.ExpectationError as exc:
             raise pytest.UsageError(str(exc)) from None
     run = ConformanceRun(config, choice, loader, expectations)
+    _hypothesis_home(run)
+    run.catch_sigterm()
     if unknown:
         names = ", ".join(unknown)
         run.warnings.append(loader_ref.MSG_MISSPELLED_WARNING.format(names=names, near=near))
@@ -141,10 +165,127 @@ def start(config: pytest.Config) -> None:
     config.pluginmanager.register(run, RUN_PLUGIN)
 
 
-def _command_line(config: pytest.Config) -> list[str]:
-    """The arguments as given, with PYTEST_ADDOPTS' (pytest reads those as command-line ones)."""
-    extra = shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
-    return [*extra, *map(str, config.invocation_params.args)]
+def _hypothesis_home(run: ConformanceRun) -> None:
+    """Keep Hypothesis's files (``.hypothesis/``: its constants cache) out of the user's
+    project: under the report directory, else in a temporary one removed when the run ends.
+    A home the user chose (``HYPOTHESIS_STORAGE_DIRECTORY``, or one set before the run) stays."""
+    from hypothesis import configuration
+
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or getattr(
+        configuration, "__hypothesis_home_directory", None
+    ):
+        return
+    out = run.config.getoption("loaderspec_report")
+    if out:
+        home = Path(out) / ".hypothesis"
+    else:
+        home = Path(tempfile.mkdtemp(prefix="loaderspec-hypothesis-"))
+        run.temporary.append(home)
+    configuration.set_hypothesis_home_dir(home)
+
+
+def _usable_report_dir(out: Path) -> None:
+    """Create ``--conformance-report``'s directory now, so that a path that cannot be one is a
+    usage error before any case runs, not an INTERNALERROR after the first.
+
+    Raises:
+        pytest.UsageError: ``out`` is a file, lies under one, or cannot be created.
+    """
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise pytest.UsageError(
+            MSG_REPORT_NOT_DIR.format(value=out, error="it is a file")
+        ) from None
+    except OSError as exc:
+        error = exc.strerror or str(exc)
+        raise pytest.UsageError(MSG_REPORT_NOT_DIR.format(value=out, error=error)) from None
+
+
+def _patterns() -> list[tuple[str, str]]:
+    """The failure patterns the harness recognises early (``conformance.harness.scenario``):
+    the words a FAIL graded fast carries, and the cause the summary names once."""
+    from loaderspec.conformance.harness import scenario
+
+    return [
+        (
+            scenario.ALIVE_PATTERN,
+            "the loader never stops its workers (a dropped iterator or loader)",
+        ),
+        (scenario.HUNG_PATTERN, "the loader hangs before its first batch (at iter())"),
+    ]
+
+
+def _marker_names(config: pytest.Config) -> list[str]:
+    """The markers registered in this session (``markers`` ini lines: ``name(args): help``)."""
+    return sorted(
+        {re.split(r"[(:]", line, maxsplit=1)[0].strip() for line in config.getini("markers")}
+    )
+
+
+def _nothing_selected(config: pytest.Config, markexpr: str, deselected: int) -> str:
+    """The hint for ``-m`` that left no case: which of its names is no marker, and the near one."""
+    known = _marker_names(config)
+    words = re.findall(r"[A-Za-z_][\w.]*", markexpr)
+    unknown = [w for w in words if w not in ("and", "or", "not") and w not in known]
+    hints = []
+    for word in unknown:
+        near = difflib.get_close_matches(word, known, n=1)
+        hints.append(
+            f"{word!r} is no marker here" + (f" (did you mean {near[0]!r}?)" if near else "")
+        )
+    why = "; ".join(hints) or "no case has that combination of markers"
+    return MSG_NOTHING_SELECTED.format(
+        expr=markexpr,
+        n=deselected,
+        why=why,
+        known=", ".join(m for m in known if m in SUITE_MARKERS),
+    )
+
+
+# Where pytest takes arguments from, as the usage error names them.
+FROM_COMMAND_LINE = "the command line"
+FROM_ENV = "PYTEST_ADDOPTS"
+FROM_INI = "the ini file's addopts"
+FROM_DEFAULT = "the default of the --loader option a conftest or plugin defines"
+
+
+def _foreign_loader(config: pytest.Config) -> tuple[str, str, str] | None:
+    """A loader given to an option that is not loaderspec's, from any source of arguments:
+    (where, the option as given, its value), or None.
+
+    pytest reads the ini file's ``addopts``, ``PYTEST_ADDOPTS`` and the command line alike, and
+    a ``--loader`` that a conftest defines takes its value from any of them, or from its own
+    default; whichever it is, that value never reaches loaderspec.
+    """
+    sources = (
+        (FROM_COMMAND_LINE, [str(a) for a in config.invocation_params.args]),
+        (FROM_ENV, shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))),
+        (FROM_INI, [str(a) for a in config.getini("addopts")]),
+    )
+    for where, args in sources:
+        found = loader_ref.passed_elsewhere(args)
+        if found is not None:
+            return where, *found
+    dest = _dest_of(config, loader_ref.SHORT_OPTION)
+    value = getattr(config.option, dest, None) if dest else None
+    if dest != "loaderspec_loader_short" and isinstance(value, str) and _LOADER_REF.match(value):
+        return FROM_DEFAULT, f"{loader_ref.SHORT_OPTION}={value}", value
+    return None
+
+
+def _dest_of(config: pytest.Config, option: str) -> str | None:
+    """The dest of ``option`` in this session, whoever defined it: pytest's map of option
+    strings to dests, private, on the parser since pytest 9 (on the config before)."""
+    for holder in (getattr(config, "_parser", None), config):
+        table = getattr(holder, "_opt2dest", None)
+        if isinstance(table, dict) and option in table:
+            return str(table[option])
+    return None
+
+
+# A value that reads as a loader reference (pkg.mod:Class, pkg.mod.Class), not a word like "fast".
+_LOADER_REF = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*[:.][A-Za-z_]\w*$")
 
 
 def _run(config: pytest.Config) -> ConformanceRun | None:
@@ -267,6 +408,22 @@ def _detail(report: pytest.TestReport) -> str:
     return str(report.longrepr or "")
 
 
+def _loader_errors_text(detail: str) -> str:
+    """The errors the loader raised in the case's runs that `detail` does not name yet ("" for
+    none): a check that counted batches ("len 4, 0 batches") is read with the worker's death."""
+    from loaderspec.conformance.harness import scenario
+
+    missing = [e for e in scenario.loader_errors() if e not in detail]
+    return f"; the loader raised: {' | '.join(missing)}" if missing else ""
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    from loaderspec.conformance.harness import scenario
+
+    scenario.forget_played()
+
+
 def _outcome(phases: list[tuple[str, str, str, float]], g: Grade | None) -> tuple[str, str]:
     """A run's graded outcome and its detail, from its phases."""
     for _, outcome, detail, _ in phases:
@@ -349,7 +506,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return report
     report.loaderspec_id = info.id  # type: ignore[attr-defined]  # JUnit's names, every phase
     phases = item.stash.setdefault(_PHASES, [])
-    phases.append((report.when, report.outcome, _detail(report), report.duration))
+    detail = _detail(report)
+    if report.failed and report.when == "call":
+        detail += _loader_errors_text(detail)
+    phases.append((report.when, report.outcome, detail, report.duration))
     failed_property = getattr(call.excinfo and call.excinfo.value, "property", None)
     if report.failed and failed_property and _FAILED_PROPERTY not in item.stash:
         item.stash[_FAILED_PROPERTY] = str(failed_property)
@@ -487,6 +647,52 @@ class ConformanceRun:
         out = config.getoption("loaderspec_report")
         self.report_dir = Path(out) if out and not self.worker else None
         self.verdict = verdict([], self.policy)
+        self.temporary: list[Path] = []  # directories of this run, removed when it ends
+        self.deselected = 0  # cases left out by -m/-k, for the hint when nothing is left
+        self.selected: int | None = None  # cases to run (None: not known here, under xdist)
+        self.signal: str | None = None  # the signal that stopped the run, if one did
+        self._sigterm_before: Any = None
+
+    def catch_sigterm(self) -> None:
+        """Make SIGTERM (what CI cancels with after Ctrl-C, or instead of it) stop the run as
+        Ctrl-C does: the running case's ``finally`` blocks kill its processes by PID, and the
+        report is written, saying the run was stopped. A handler the user installed stays."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return
+
+        def stop(signum: int, frame: Any) -> None:
+            self.signal = signal.Signals(signum).name
+            raise KeyboardInterrupt(f"stopped by {self.signal}")
+
+        self._sigterm_before = signal.signal(signal.SIGTERM, stop)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if self._sigterm_before is not None:
+            signal.signal(signal.SIGTERM, self._sigterm_before)
+        for path in self.temporary:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if session.items or not session.config.pluginmanager.hasplugin("dsession"):
+            self.selected = sum(_CASE in item.stash for item in session.items)
+
+    def _stopped(self, session: pytest.Session) -> str | None:
+        """Why the run did not finish every case it selected (None: it did)."""
+        if session.config.option.collectonly:
+            return "collection only (--co): no case ran"
+        if session.exitstatus == pytest.ExitCode.INTERRUPTED:
+            return f"interrupted by {self.signal or 'SIGINT (Ctrl-C)'}"
+        for why in (session.shouldstop, session.shouldfail):
+            if why:
+                return str(why)
+        if self.selected is not None and len(self.cases) < self.selected:
+            return f"{self.selected - len(self.cases)} of the selected cases did not finish"
+        return None
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         why = loader_ref.WHY.get(self.choice.source, "")
@@ -546,10 +752,16 @@ class ConformanceRun:
         if self.report_dir is not None:
             from loaderspec.conformance.harness.report import write_report
 
-            write_report(self.report_dir, self.results(complete=True))
+            stopped = self._stopped(session)
+            write_report(self.report_dir, self.results(complete=stopped is None, stopped=stopped))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.worker or not self.cases:
+        if self.worker:
+            return
+        markexpr = self.config.getoption("markexpr", "")
+        if not self.cases and self.deselected and markexpr:
+            terminalreporter.line(_nothing_selected(self.config, markexpr, self.deselected))
+        if not self.cases:
             return
         tr = terminalreporter
         tr.section("loaderspec conformance")
@@ -557,41 +769,68 @@ class ConformanceRun:
         tr.line(
             f"loader {self.choice.value}: " + ", ".join(f"{counts.get(o, 0)} {o}" for o in OUTCOMES)
         )
+        for pattern, cause in _patterns():
+            hit = [
+                c for c in self.cases.values() if c["outcome"] == FAIL and pattern in c["detail"]
+            ]
+            if hit:
+                tr.line(
+                    f"one cause, {len(hit)} more FAILs graded in seconds each: {cause} "
+                    f"(first: {hit[0]['id']})",
+                    bold=True,
+                )
         for case in self.cases.values():
             line = _summary_line(case)
             if line:
                 tr.line(line)
             if case["outcome"] == FAIL:
-                tr.line(f"  rerun: {_rerun(case, self.choice)}")
+                tr.line(f"  rerun: {_rerun(case, self)}")
         state = "FAILED" if self.verdict.failed else "passed"
         tr.line(f"verdict (--conformance-fail-on={self.policy}): {state}", bold=True)
         for reason in self.verdict.reasons:
             tr.line(f"  {reason}")
 
-    def results(self, complete: bool) -> dict[str, Any]:
-        """The run's report.json (the contract in docs/contracts.md)."""
+    def results(self, complete: bool, stopped: str | None = None) -> dict[str, Any]:
+        """The run's report.json (the contract in docs/contracts.md): ``complete`` only once
+        every selected case finished; a stopped run says why and how many cases it finished."""
         out: dict[str, Any] = {
             "loader": self.choice.value,
             "loader_source": self.choice.source,
             "started": self.started,
             "complete": complete,
+            "finished": len(self.cases),
+            "selected": self.selected,
             "versions": _versions(),
             "policy": self.policy,
             "repeat": self.repeat,
             "expectations": self.expectations.file if self.expectations else None,
             "cases": sorted(self.cases.values(), key=lambda c: c["id"]),
         }
+        if stopped:
+            out["stopped"] = stopped
         if complete:
             out["verdict"] = self.verdict.as_dict()
         return out
 
 
-def _rerun(case: dict[str, Any], choice: loader_ref.Choice) -> str:
-    """The command that runs this one case again from the same directory: pytest's node id (its
-    parameters in pytest's order, which the stable id, sorted by name, does not keep)."""
-    loader = "" if choice.source == loader_ref.SOURCE_DEFAULT else f" {loader_ref.OPTION}="
-    loader += choice.value if loader else ""
-    return f"pytest {shlex.quote(case['nodeid'])}{loader}"
+def _rerun(case: dict[str, Any], run: ConformanceRun) -> str:
+    """The command that runs this one case again from the same directory, with this run's
+    interpreter (a CI job's venv need not be activated) and its conformance options: pytest's
+    node id (its parameters in pytest's order, which the stable id, sorted by name, does not
+    keep). A drawn case draws the same examples again (its draws are derandomized)."""
+    cmd = [sys.executable, "-m", "pytest", case["nodeid"]]
+    if run.choice.source != loader_ref.SOURCE_DEFAULT:
+        cmd.append(f"{loader_ref.OPTION}={run.choice.value}")
+    option = run.config.getoption
+    for flag, dest in (
+        ("--conformance-expect", "loaderspec_expect"),
+        ("--conformance-fail-on", "loaderspec_fail_on"),
+        ("--conformance-repeat", "loaderspec_repeat"),
+    ):
+        value = option(dest)
+        if value is not None and not (dest == "loaderspec_repeat" and value == 1):
+            cmd.append(f"{flag}={value}")
+    return shlex.join(cmd)
 
 
 def _junit_names(config: pytest.Config, report: pytest.TestReport) -> None:
@@ -633,7 +872,9 @@ def _summary_line(case: dict[str, Any]) -> str:
     if tags:
         text += " [" + "; ".join(tags) + "]"
     if case["detail"]:
-        text += f": {case['detail'].splitlines()[0][:200]}"
+        lines = case["detail"].splitlines()
+        first = lines[0] + (" …" if len(lines) > 1 else "")
+        text += f": {shorten(first, SUMMARY_DETAIL)}"
     if figures:
         text += f" ({figures})"
     return text

@@ -328,14 +328,15 @@ class _Driver:
         self.note(Killed, epoch, time.monotonic(), pids=tuple(pids[:1]))
 
     def alive_after_drop(self, epoch: int) -> None:
-        """Note the workers still alive `MUST_BOUND_S` after the iterator was dropped (only
-        when dropping the iterator must stop them)."""
+        """Note the workers still alive `plan.drop_wait_s` (`MUST_BOUND_S` unless the harness
+        knows the loader leaves them) after the iterator was dropped (only when dropping the
+        iterator must stop them)."""
         if self.plan.kwargs.get("persistent_workers"):
             return
         if loaders.workers_die_with(self.cls) != "iterator":
             return
         start = time.monotonic()
-        alive = tuple(processes.wait_gone(_workers(), MUST_BOUND_S))
+        alive = tuple(processes.wait_gone(_workers(), self.plan.drop_wait_s))
         self.note(AliveAfterDrop, epoch, start, pids=alive)
 
     def alive_after_error(self, epoch: int) -> None:

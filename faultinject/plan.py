@@ -62,7 +62,8 @@ class Plan:
     `calls_after_stop`: `next()` calls after StopIteration. `hold_after_error_s`: an epoch
     that ended in an error keeps its iterator while the driver waits up to that long for the
     loader's worker processes to be gone (an `AliveAfterError` event names those left), then
-    drops it. `pause_s`: after each batch, wait up
+    drops it. `drop_wait_s`: how long the workers may take to go once the epoch's iterator was
+    dropped (an `AliveAfterDrop` event names those left). `pause_s`: after each batch, wait up
     to that long for more than `pause_ahead` items fetched beyond those consumed (a `Paused`
     event counts them; the suite sets `pause_ahead` to the window it checks).
     `fd_headroom`: the file descriptors the loader's process may still open (RLIMIT_NOFILE is
@@ -91,6 +92,7 @@ class Plan:
     calls_after_error: int | None = None
     calls_after_stop: int = 0
     hold_after_error_s: float = 0.0
+    drop_wait_s: float = MUST_BOUND_S
     max_events: int = 10_000
     pause_s: float = 0.0
     pause_ahead: int = 0

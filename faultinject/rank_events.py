@@ -94,7 +94,8 @@ class RankResumed(RankEvent):
 
 @dataclass(frozen=True)
 class WorkersLeft(RankEvent):
-    """The rank dropped its loader; `pids`: its workers still alive `MUST_BOUND_S` later;
+    """The rank dropped its loader; `pids`: its workers still alive `RankPlan.drop_wait_s`
+    (`MUST_BOUND_S` unless the harness knows the loader leaves them) later;
     `helpers`: its multiprocessing helpers (a resource tracker), which the group reaps."""
 
     name: ClassVar[str] = "left"

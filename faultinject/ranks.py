@@ -91,6 +91,7 @@ class RankPlan:
     epochs: int = 3
     step_timeout_s: float = 3.0
     resume_at: tuple[int, int] | None = None
+    drop_wait_s: float = MUST_BOUND_S  # how long a rank's workers may take to go after its drop
 
     @property
     def iterators(self) -> int:
@@ -253,7 +254,7 @@ class _Rank:
         self.loader = None
         gc.collect()
         workers = [p.pid for p in processes.children(helpers=False)]
-        left = processes.wait_gone(workers, MUST_BOUND_S)
+        left = processes.wait_gone(workers, self.plan.drop_wait_s)
         # multiprocessing's helpers of this rank (the resource tracker a spawning loader starts):
         # they exit after the rank does, and the group reaps them (`_reap_helpers`).
         helpers = [p.pid for p in processes.children() if processes.is_mp_helper(p)]
@@ -414,6 +415,7 @@ class RankRun:
     refused: str | None = None
     port: int | None = None
     port_listening: bool = False
+    leak_note: str = ""  # why the wait after a drop was not the usual one (set by the harness)
 
     def of(self, rank: int | None, epoch: int | None, kind: type[E]) -> list[E]:
         """Events of `rank` (None: any), `epoch` (None: any) and class `kind`, in order."""

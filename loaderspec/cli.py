@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from loaderspec import __version__
@@ -21,9 +23,29 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+DESCRIPTION = """\
+Check PyTorch DataLoader's protocol: the TLA+ spec's models with TLC, the reference
+loader's traces against the spec, and loaders against the conformance suite."""
+EXAMPLES = """examples:
+  loaderspec model-check --tier quick          the spec's quick models, with TLC
+  loaderspec model-check --model BrokenPrefetchBound
+                                               one broken variant and its counterexample
+  loaderspec report --loader mypkg.loader:MyLoader --quick --out OUT
+                                               grade a loader; OUT/matrix.md, OUT/<loader>/
+  loaderspec COMMAND --help                    a command's options
+
+The conformance suite also runs under pytest:
+  pytest --pyargs loaderspec.conformance --conformance-loader=mypkg.loader:MyLoader"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser; each subcommand's module adds its own arguments."""
-    parser = argparse.ArgumentParser(prog="loaderspec", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="loaderspec",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"loaderspec {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
@@ -32,11 +54,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``loaderspec`` console script; returns the exit status."""
+    """Entry point of the ``loaderspec`` console script; returns the exit status.
+
+    SIGTERM stops a subcommand as Ctrl-C does, so that the processes it started (TLC, a
+    suite's pytest) are killed by PID on the way out; either exits 130 without a traceback.
+    """
     args = build_parser().parse_args(argv)
     module = importlib.import_module(SUBCOMMANDS[args.command][0])
-    return int(module.run(args))
+    before = signal.signal(signal.SIGTERM, _stop) if _main_thread() else None
+    try:
+        return int(module.run(args))
+    except KeyboardInterrupt as exc:
+        print(f"loaderspec {args.command}: stopped ({exc or 'SIGINT'})", file=sys.stderr)
+        return 130
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ exactly (``loaderspec.variantcheck``). Exit status of a tier (``--tier``): 0 whe
 gave its expected result, 1 when one did not. Of one model (``--model`` or ``--config``): TLC's
 verdict, 0 only when TLC found no violation and none was expected, so a broken variant exits 1
 with its first counterexample printed (the summary line says whether that violation is one the
-manifest lists). 2 on a usage error (an unknown model or config, no TLC).
+manifest lists). 2 on a usage error: an unknown model or config, no TLC, a config TLC cannot use
+(an undefined invariant or property, a constant without a value, an empty file: one line naming
+it and the fix), ``--record`` outside a checkout.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from loaderspec import tlc, variantcheck
+from loaderspec.cliargs import positive_int, positive_seconds, whole_number
 from loaderspec.manifest import (
     BASE_SPEC,
     FIGURES,
@@ -386,25 +389,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--workers",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
-        help="TLC worker threads (default: the model's `workers` in the manifest, else 1)",
+        help="TLC worker threads, 1 or more (default: the model's `workers` in the manifest,"
+        " else 1)",
     )
     parser.add_argument(
         "--distributed",
-        type=int,
+        type=_tlc_workers,
         default=0,
         metavar="N",
-        help="use TLC's distributed mode: a TLCServer and N TLCWorkers on localhost",
+        help="use TLC's distributed mode: a TLCServer and N TLCWorkers on localhost (0: not)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=900.0, metavar="S", help="per model (default 900)"
+        "--timeout",
+        type=positive_seconds,
+        default=900.0,
+        metavar="S",
+        help="seconds per model, more than 0 and at most 86400 (default 900)",
     )
     parser.add_argument(
         "--record",
         action="store_true",
-        help="write the state counts and seconds found into spec/models.toml",
+        help="write the state counts and seconds found into spec/models.toml (in a checkout)",
     )
     parser.add_argument(
         "--coverage",
@@ -424,6 +432,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print the counterexample of expected violations too",
     )
+
+
+def _tlc_workers(text: str) -> int:
+    """``--distributed``: how many TLCWorkers, 0 (not distributed) or more."""
+    return whole_number(text, 0, "--distributed 2")
+
+
+MSG_RECORD_INSTALLED = (
+    "--record writes the figures into the checkout's spec/models.toml, but this loaderspec is "
+    "installed ({where}), not a checkout: run it from a checkout (pip install -e /path/to/it)"
+)
+
+
+def _in_checkout() -> bool:
+    """Whether the spec is a checkout's (spec/ beside pyproject.toml), not an installed wheel's."""
+    return (spec_dir().resolve().parent / "pyproject.toml").is_file()
 
 
 def _select(args: argparse.Namespace) -> list[Model]:
@@ -469,6 +493,12 @@ def run(args: argparse.Namespace) -> int:
         manifest = load_manifest()
         print(variant_table(manifest), end="")
         return 0 if all(tiers["quick"] for tiers in variant_shapes(manifest).values()) else 1
+    if args.record and not _in_checkout():
+        print(
+            f"loaderspec model-check: {MSG_RECORD_INSTALLED.format(where=spec_dir())}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         models = _select(args)
     except (ValueError, OSError) as exc:
@@ -494,8 +524,9 @@ def run(args: argparse.Namespace) -> int:
                     timeout_s=args.timeout,
                     distributed=args.distributed,
                 )
-                why = tlc.problem(last.result.output, model.cfg, spec_dir())  # (gate, issue 21)
-                if single and last.result.violated == tlc.TLC_ERROR and why:
+                why = tlc.problem(last.result.output, model.cfg, spec_dir())
+                if last.result.violated == tlc.TLC_ERROR and why:
+                    # A config TLC cannot use checked nothing: a usage error, not a violation.
                     print(f"loaderspec model-check: error: {why}", file=sys.stderr)
                     return 2
                 print(_summary(last), flush=True)
@@ -543,9 +574,12 @@ def _summary(outcome: ModelOutcome) -> str:
     result = outcome.result
     got = outcome.found if outcome.found == PASS else f"violates {outcome.found}"
     want = outcome.model.expect if outcome.model.expect == PASS else f"{outcome.model.expect}"
+    states = (
+        "no states checked" if result.distinct is None else f"{result.distinct} distinct states"
+    )
     return (
         f"{verdict} {outcome.model.name}: {got} (expected {want}); "
-        f"{result.distinct} distinct states, {result.seconds:.1f} s"
+        f"{states}, {result.seconds:.1f} s"
         + (f" ({result.cpu_seconds:.1f} s CPU)" if result.cpu_seconds is not None else "")
     )
 

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from loaderspec.cliargs import positive_int, positive_seconds
 from loaderspec.vocabulary import FAIL_ON, LOADER_OPTION
 
 DEFAULT_LOADERS = ("loaderspec.reference:DataLoader", "torch.utils.data:DataLoader")
@@ -73,10 +74,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--quick", action="store_true", help="only the cases marked quick")
     parser.add_argument(
+        "--full",
+        action="append",
+        default=[],
+        metavar="PKG.MOD:CLASS",
+        help="with --quick: this loader runs the whole suite all the same (repeatable), e.g. "
+        "the reference and torch in full and the other loaders' quick selection",
+    )
+    parser.add_argument(
         "--timeout",
         type=positive_seconds,
         default=RUN_TIMEOUT_S,
-        help="seconds allowed per loader (more than 0)",
+        help="seconds allowed per loader (more than 0, at most a day: 86400)",
     )
     parser.add_argument(
         "--jobs",
@@ -106,7 +115,8 @@ def out_dir(text: str) -> Path:
     """``--out``: a directory, or a path where one can be made.
 
     Raises:
-        argparse.ArgumentTypeError: ``text`` is an existing file (or lies under one).
+        argparse.ArgumentTypeError: ``text`` is an existing file (or lies under one), or the
+            directory cannot be created (created otherwise).
     """
     path = Path(text)
     for p in (path, *path.parents):
@@ -114,6 +124,14 @@ def out_dir(text: str) -> Path:
             raise argparse.ArgumentTypeError(
                 f"{text!r}: {p} is a file; give a directory (it is created), e.g. --out OUT"
             )
+    try:
+        # Made now: a path that cannot be a directory is refused before the runs, which are long.
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: cannot create that directory ({exc.strerror or exc}); give one that can"
+            " be, e.g. --out OUT"
+        ) from None
     return path
 
 
@@ -130,38 +148,6 @@ def python_for(text: str) -> tuple[str, str]:
             "--python loaderspec.conformance.adapters.litdata:Loader=.venv-litdata/bin/python"
         )
     return loader, python
-
-
-def positive_seconds(text: str) -> float:
-    """``--timeout``: seconds, more than 0.
-
-    Raises:
-        argparse.ArgumentTypeError: not a number, or not more than 0.
-    """
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: seconds allowed per loader must be more than 0, e.g. --timeout 900"
-        )
-    return value
-
-
-def positive_int(text: str) -> int:
-    """``--jobs``: a whole number, 1 or more.
-
-    Raises:
-        argparse.ArgumentTypeError: not a whole number of 1 or more.
-    """
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: run at least 1 loader at once, e.g. --jobs 2")
-    return value
 
 
 def default_loaders() -> list[str]:
@@ -215,7 +201,8 @@ def run_one(
     cmd += [f"--conformance-report={out}", "-q", "-p", "no:cacheprovider"]
     if quick:
         cmd += ["-m", "quick"]
-    print(f"loaderspec report: {loader} ...", flush=True)
+    which = "the quick selection" if quick else "the whole suite"
+    print(f"loaderspec report: {loader}, {which} ...", flush=True)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         output, _ = proc.communicate(timeout=timeout_s)
@@ -223,6 +210,9 @@ def run_one(
         processes.kill_tree(proc.pid)
         output, _ = proc.communicate()
         print(f"  timed out after {timeout_s:g} s; killed", flush=True)
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): the suite's run goes too
+            processes.kill_tree(proc.pid)
     out.mkdir(parents=True, exist_ok=True)
     (out / "pytest-output.txt").write_text(output)
     path = out / "report.json"
@@ -269,13 +259,22 @@ def run(args: argparse.Namespace) -> int:
             print(f"loaderspec report: --readme {args.readme}: {exc}", file=sys.stderr)
             return 2
     loaders = args.loader or default_loaders()
-    # Absent from a Namespace built by hand before --python existed: every loader runs here.
+    # Absent from a Namespace built by hand (before --python and --full existed).
     pythons = dict(getattr(args, "python", None) or [])
+    full = list(getattr(args, "full", None) or [])
+    if full and not args.quick:
+        print(
+            "loaderspec report: --full needs --quick (without it every loader runs in full)",
+            file=sys.stderr,
+        )
+        return 2
+    loaders += [x for x in full if x not in loaders]
     start = time.monotonic()
 
     def one(x: str) -> dict[str, Any] | None:
+        quick = args.quick and x not in full
         python = pythons.get(x, sys.executable)
-        return run_one(x, args.out / slug(x), args.quick, args.timeout, args.fail_on, python)
+        return run_one(x, args.out / slug(x), quick, args.timeout, args.fail_on, python)
 
     # Each loader's suite is a subprocess of its own: threads only wait for them.
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:

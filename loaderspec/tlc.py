@@ -274,6 +274,31 @@ def parse_output(output: str, returncode: int | None, cfg: Path | None = None) -
 _CFG_ERROR_RE = re.compile(r"error in the configuration file at line (\d+)\s*\n(.*)")
 _UNDEFINED_RE = re.compile(r"substitutes for (\w+) with the undefined identifier (\w+)")
 _NO_MODULE_RE = re.compile(r"Cannot find source file for module (\w+)")
+_NOT_DEFINED_RE = re.compile(
+    r"Error: The (invariant|property|name) (\w+) specified in the configuration file\s*\n"
+    r"is not defined in the specification"
+)
+_NO_CONSTANT_RE = re.compile(r"Error: The constant parameter (\w+) is not assigned a value")
+_NO_INIT = "Error: The configuration file did not specify the initial state predicate"
+
+
+def _cfg_line(cfg: Path | None, name: str) -> str:
+    """`` at line N`` where ``name`` first appears in ``cfg`` ("" if it cannot be read)."""
+    try:
+        lines = cfg.read_text().splitlines() if cfg is not None else []
+    except OSError:
+        return ""
+    found = next((i for i, x in enumerate(lines, 1) if re.search(rf"\b{name}\b", x)), None)
+    return f" at line {found}" if found is not None else ""
+
+
+def _cfg_is_empty(cfg: Path | None) -> bool:
+    try:
+        text = cfg.read_text() if cfg is not None else "x"
+    except OSError:
+        return False
+    text = re.sub(r"\(\*.*?\*\)", "", re.sub(r"\\\*.*", "", text), flags=re.S)
+    return not text.strip()
 
 
 def problem(output: str, cfg: Path | None = None, modules: Path | None = None) -> str | None:
@@ -281,6 +306,29 @@ def problem(output: str, cfg: Path | None = None, modules: Path | None = None) -
     or failed some other way). ``modules``: a folder whose .tla files may define what a copied
     .cfg names (the spec's), so the line can say which module to pass with ``--spec``."""
     where = f" ({cfg})" if cfg is not None else ""
+    if _cfg_is_empty(cfg):
+        return (
+            f"the .cfg file{where} is empty: it needs at least SPECIFICATION Spec and a value "
+            "for each CONSTANT of the spec (e.g. CONSTANT NumWorkers = 2)"
+        )
+    if match := _NOT_DEFINED_RE.search(output):
+        kind, name = match.groups()
+        what = "the specification" if kind == "name" else f"the {kind}"
+        return (
+            f"the .cfg file{where} names {what} {name}{_cfg_line(cfg, name)}, which the module "
+            "it was checked against does not define: fix the name (or pass --spec with the "
+            "module that defines it)"
+        )
+    if match := _NO_CONSTANT_RE.search(output):
+        return (
+            f"the .cfg file{where} gives no value to the constant {match.group(1)}: add "
+            f"CONSTANT {match.group(1)} = <value> (every CONSTANT of the spec needs one)"
+        )
+    if _NO_INIT in output:
+        return (
+            f"the .cfg file{where} names no specification: add SPECIFICATION Spec "
+            "(or INIT and NEXT)"
+        )
     if match := _CFG_ERROR_RE.search(output):
         return (
             f"the .cfg file{where} has a syntax error at line {match.group(1)}: "
@@ -360,6 +408,10 @@ def run_tlc(
             output, _ = proc.communicate(timeout=30)
             seconds = time.monotonic() - started
             return TlcResult(False, TIMED_OUT, [], None, None, seconds, output, None)
+        finally:
+            if proc.poll() is None:  # interrupted (Ctrl-C, SIGTERM): the JVM goes too
+                proc.kill()
+                proc.wait(timeout=30)
         seconds = time.monotonic() - started
         cpu = _children_cpu() - usage_before
     result = parse_output(output, proc.returncode, cfg)

@@ -27,3 +27,13 @@ def test_unknown_subcommand_is_a_usage_error():
     assert proc.returncode == 2
     assert "invalid choice: 'frobnicate'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_help_is_a_users_help_not_a_docstring(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out
+    assert "implemented in its own module" not in out
+    assert "examples:" in out
+    assert "--conformance-loader=" in out

@@ -111,7 +111,8 @@ def nothing_left(grade: Grade, r: Run) -> None:
             grade.fail(
                 "ShutdownCompletes",
                 f"the workers gone once the iterator of epoch {e.epoch} was dropped",
-                f"workers {list(e.pids)} alive {MUST_BOUND_S:g} s later{named(r, list(e.pids))}",
+                f"workers {list(e.pids)} alive {min(e.dt, MUST_BOUND_S):.0f} s later"
+                f"{named(r, list(e.pids))}" + (f" ({r.leak_note})" if r.leak_note else ""),
             )
             return
     left = leaks(r)

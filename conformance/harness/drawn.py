@@ -12,6 +12,13 @@ example that was played. Bounded whatever the loader does:
   case is about) is a SKIP at once;
 * a failing example is shrunk for at most `shrink_s` seconds in all (Hypothesis's own bound is 5
   minutes), or not at all (`shrink_s=0`: the first failure is the one reported).
+
+Every failure carries its evidence: the message is the failing check's own (expected, actual,
+the loader's error) with the drawn example added when the check did not name it. A failure that
+Hypothesis calls flaky (its own replay of the example passed: a race, a loaded machine) is not
+reported as Hypothesis's exception wrapper: the example is replayed `REPLAYS` more times, and
+the case fails with the first observation and whether a replay reproduced it. The draws are
+derandomized, so the case's rerun command draws the same examples again, in the same order.
 """
 
 from __future__ import annotations
@@ -26,9 +33,17 @@ from hypothesis import HealthCheck, Phase, given, reject, settings
 from hypothesis import errors as hypothesis_errors
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
+from loaderspec.conformance.harness.grading import Violation
 from loaderspec.faultinject.driver import Run
 
-__all__ = ["MORE_EXAMPLES", "QUICK_EXAMPLES", "SHRINK_S", "check_drawn", "played"]
+__all__ = [
+    "MORE_EXAMPLES",
+    "QUICK_EXAMPLES",
+    "REPLAYS",
+    "SHRINK_S",
+    "check_drawn",
+    "played",
+]
 
 T = TypeVar("T")
 
@@ -36,7 +51,10 @@ QUICK_EXAMPLES = 2  # drawn examples of a case in the quick selection (besides i
 MORE_EXAMPLES = 10  # drawn examples of its whole-suite sibling
 SHRINK_S = 45.0  # how long a failing example may be shrunk, in all
 REFUSALS_BEFORE_SKIP = 3
+REPLAYS = 3  # replays of an example whose failure Hypothesis could not reproduce
 MSG_ALL_REFUSED = "the loader refused every drawn configuration"
+MSG_REPRODUCED = "reproduced on replay {k} of {n}"
+MSG_NOT_REPRODUCED = "not reproduced on replay ({n} replays passed): first observation shown"
 
 
 @contextlib.contextmanager
@@ -73,6 +91,8 @@ def check_drawn(
     """
     last: list[T] = []
     refused = [0]
+    failures: list[tuple[T, BaseException]] = []  # the first failing example, as observed
+    latest: list[T] = []  # the last failing example (the one Hypothesis reports)
     phases = [Phase.explicit, Phase.reuse, Phase.generate]
     if shrink_s > 0:
         phases.append(Phase.shrink)
@@ -83,6 +103,7 @@ def check_drawn(
         derandomize=True,
         database=None,
         phases=phases,
+        report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
     )
     @given(strategy)
@@ -94,6 +115,11 @@ def check_drawn(
             if not last and refused[0] >= REFUSALS_BEFORE_SKIP:
                 pytest.skip(MSG_ALL_REFUSED)
             raise
+        except (Exception, pytest.fail.Exception) as exc:
+            if not failures:
+                failures.append((example, exc))
+            latest[:] = [example]
+            raise
         last[:] = [example]
 
     for pick in reversed(picks):
@@ -104,6 +130,49 @@ def check_drawn(
             run_examples()
     except hypothesis_errors.Unsatisfiable:
         pytest.skip(MSG_ALL_REFUSED)
+    except hypothesis_errors.Flaky as flaky:
+        if not failures:
+            raise
+        example, first = failures[0]
+        raise _replayed(body, example, first) from flaky
+    except (Exception, pytest.fail.Exception) as exc:
+        raise _with_draw(exc, latest[0] if latest else None, "") from None
     if not last:
         pytest.skip(MSG_ALL_REFUSED)
     return last[0]
+
+
+def _replayed(body: Callable[[T], Any], example: T, first: BaseException) -> BaseException:
+    """The failure to report for `example`, whose failure `first` Hypothesis could not
+    reproduce: a replay's failure if one of `REPLAYS` fails, else the first observation, each
+    saying which."""
+    for k in range(1, REPLAYS + 1):
+        try:
+            body(example)
+        except hypothesis_errors.UnsatisfiedAssumption:
+            continue
+        except (Exception, pytest.fail.Exception) as exc:
+            return _with_draw(exc, example, MSG_REPRODUCED.format(k=k, n=REPLAYS))
+    return _with_draw(first, example, MSG_NOT_REPRODUCED.format(n=REPLAYS))
+
+
+def _with_draw(exc: BaseException, example: object, note: str) -> BaseException:
+    """`exc` as a failure of the case (its property kept), its message with the drawn example
+    (unless the check named it) and `note`."""
+    message = _message(exc)
+    if example is not None and repr(example) not in message and str(example) not in message:
+        message += f"; drawn: {example!r}"
+    if note:
+        message += f" [{note}]"
+    prop = getattr(exc, "property", None)
+    if isinstance(exc, Violation) and prop:
+        return Violation(prop, message)
+    if isinstance(exc, pytest.fail.Exception):
+        return pytest.fail.Exception(message, pytrace=False)
+    return pytest.fail.Exception(f"{type(exc).__name__}: {message}", pytrace=False)
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, pytest.fail.Exception):
+        return str(exc.msg)
+    return str(exc) or type(exc).__name__

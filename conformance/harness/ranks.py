@@ -23,10 +23,11 @@ only here: the spec models one loader process):
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from loaderspec.conformance.harness import checks
+from loaderspec.conformance.harness import checks, scenario
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, Grade, fail
 from loaderspec.faultinject import loaders, ranks
 from loaderspec.faultinject.rank_events import (
@@ -68,13 +69,28 @@ def play_ranks(
     if deadline_s is None:
         start_s = loaders.iterator_start_s(loader_cls)
         deadline_s = RANKS_DEADLINE_S + plan.iterators * plan.world * start_s
+    key = scenario.loader_key(loader_cls)
+    hung = scenario.hung_at_start(loader_cls)
+    if hung:  # it hung before its first batch in earlier cases: see harness.scenario
+        deadline_s = min(deadline_s, 2 * scenario.HUNG_DEADLINE_S)
+    if key in scenario._ALIVE_AFTER_DROP:  # its workers outlived a drop: see harness.scenario
+        plan = replace(plan, drop_wait_s=scenario.LEAK_WAIT_AFTER_LEAK_S)
     r = ranks.run(loader_cls, plan, deadline_s=deadline_s)
+    left = [e for e in r.of(None, None, WorkersLeft) if e.pids]
+    if left and plan.drop_wait_s >= MUST_BOUND_S:
+        scenario._ALIVE_AFTER_DROP.setdefault(key, scenario.current_case())
+    if left and plan.drop_wait_s < MUST_BOUND_S:
+        r.leak_note = (
+            f"waited {plan.drop_wait_s:g} s: {scenario.ALIVE_PATTERN} {MUST_BOUND_S:g} s in "
+            f"{scenario._ALIVE_AFTER_DROP[key]}"
+        )
     if r.refused:
         pytest.skip(f"the loader refused the configuration: {r.refused}")
     report = r.report
     assert report is not None
     if report.outcome == "deadline":
-        fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r))
+        note = f" ({scenario.HUNG_PATTERN} in {' and '.join(hung)})" if hung else ""
+        fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r) + note)
     if report.outcome != "returned":
         pytest.fail(f"the rank group did not end normally: {report.error}", pytrace=False)
     raised = r.of(None, None, RankRaised)
@@ -214,7 +230,8 @@ def nothing_left(grade: Grade, r: RankRun) -> None:
             grade.fail(
                 "ShutdownCompletes",
                 f"rank {e.rank}'s workers gone once its loader was dropped",
-                f"workers {list(e.pids)} alive {MUST_BOUND_S:g} s later",
+                f"workers {list(e.pids)} alive {min(e.dt, MUST_BOUND_S):.0f} s later"
+                + (f" ({r.leak_note})" if r.leak_note else ""),
             )
             return
     left = checks.leaks(r)

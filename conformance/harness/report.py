@@ -24,6 +24,7 @@ __all__ = [
     "properties_text",
     "report_html",
     "report_markdown",
+    "shorten",
     "slowest",
     "worst_first",
     "write_json",
@@ -113,6 +114,24 @@ def _notes(case: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def shorten(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters: its head and its tail around an ellipsis, so that
+    a long detail keeps where the actual value ends as well as what was expected (report.json
+    and the HTML page keep the whole of it)."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 3
+    return f"{text[: limit - tail - 3]} … {text[-tail:]}"
+
+
+def _incomplete(results: dict[str, Any]) -> str:
+    """What an unfinished run finished, and why it stopped (as far as report.json says)."""
+    finished = results.get("finished", len(results["cases"]))
+    of = f" of {results['selected']}" if results.get("selected") is not None else ""
+    why = f" ({results['stopped']})" if results.get("stopped") else ""
+    return f"stopped{why} after {finished}{of} cases; the cases below are those that finished"
+
+
 def _verdict(results: dict[str, Any]) -> str:
     v = results.get("verdict")
     if not v:
@@ -148,7 +167,7 @@ def report_markdown(results: dict[str, Any]) -> str:
         *(
             []
             if results.get("complete", True)
-            else ["**Incomplete run**: the run was stopped before every case had finished.", ""]
+            else [f"**Incomplete run**: {_incomplete(results)}.", ""]
         ),
         " · ".join(f"**{k}** {v}" for k, v in c.items()),
         "",
@@ -160,7 +179,7 @@ def report_markdown(results: dict[str, Any]) -> str:
     ]
     for case in worst_first(results["cases"]):
         detail = " ".join(filter(None, [_notes(case), case["detail"]]))
-        detail = detail.replace("|", "\\|").replace("\n", " ")[:300]
+        detail = shorten(detail.replace("|", "\\|").replace("\n", " "), 600)
         lines.append(
             f"| `{case.get('id', case['case'])}` | {properties_text(case)} | "
             f"{case['level']} | {case['outcome']} | {_figures(case)} | {detail} |"
@@ -178,7 +197,7 @@ def report_html(results: dict[str, Any]) -> str:
             case["level"],
             f'<b style="background:{color}">{case["outcome"]}</b>',
             html.escape(_figures(case)),
-            html.escape(" ".join(filter(None, [_notes(case), case["detail"]]))[:500]),
+            html.escape(" ".join(filter(None, [_notes(case), case["detail"]]))),
         ]
         rows.append("<tr>" + "".join(f"<td>{x}</td>" for x in cells) + "</tr>")
     summary = " · ".join(f"{k}: {v}" for k, v in counts(results["cases"]).items())
@@ -187,6 +206,11 @@ def report_html(results: dict[str, Any]) -> str:
         f"<p>from {html.escape(results['loader_source'])}, run {html.escape(results['started'])}"
         f"</p><p>{summary}</p><p>Slowest cases: {html.escape(slowest(results['cases']))}</p>"
         f"<p>{html.escape(_verdict(results))}</p>"
+        + (
+            ""
+            if results.get("complete", True)
+            else f"<p><b>Incomplete run</b>: {html.escape(_incomplete(results))}.</p>"
+        )
         + _table(head, rows).replace("<table>", '<table class="r">' + _REPORT_COLS, 1)
     )
     return page(f"Conformance report: {results['loader']}", body, style=STYLE + _REPORT_STYLE)

@@ -15,21 +15,35 @@ Leak waits: after a scenario the sandbox gives what the loader left up to `LEAK_
 bound) to go away. Once a loader type has left something that long, it has shown it leaks, and
 its later scenarios wait `LEAK_WAIT_AFTER_LEAK_S`: a loader that leaks at every shutdown still
 gets its report in minutes (each case still FAILs on what is left, naming the shorter wait).
-`play(..., leaks=False)` waits for nothing: for the many examples of a Hypothesis case, whose
-leaks one full-wait replay checks (`conformance.harness.drawn`).
+The same for workers left alive after their iterator was dropped: once a loader class's workers
+outlived a drop by `MUST_BOUND_S`, its later scenarios wait `LEAK_WAIT_AFTER_LEAK_S` after a
+drop (a loader that never reaps its workers fails each such case in seconds, naming the case
+that waited in full). And for a loader that hangs at iter(): once `HUNG_CASES` scenarios ran
+into their whole deadline with nothing after the loader was built, its later scenarios get
+`HUNG_DEADLINE_S` (plus the iterator start it declares). `play(..., leaks=False)` waits for
+nothing: for the many examples of a Hypothesis case, whose leaks one full-wait replay checks
+(`conformance.harness.drawn`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, fail
 from loaderspec.faultinject import driver, loaders
 from loaderspec.faultinject.driver import Plan, Run, run
-from loaderspec.faultinject.events import Built, Dropped, LoaderDropped
+from loaderspec.faultinject.events import (
+    AliveAfterDrop,
+    Built,
+    Dropped,
+    Error,
+    Len,
+    LoaderDropped,
+)
 
 __all__ = [
     "DEADLINE_S",
@@ -37,8 +51,13 @@ __all__ = [
     "LEAK_WAIT_S",
     "NO_WORKER_TO_KILL",
     "THREAD_HANG_S",
+    "current_case",
+    "forget_played",
     "hang_s",
+    "hung_at_start",
     "kwargs",
+    "loader_errors",
+    "loader_key",
     "needs_worker_processes",
     "play",
     "shutdown_s",
@@ -57,6 +76,23 @@ FOREVER_S = 3600.0
 # Loader types (as constructed: the "built" event) that left something behind after LEAK_WAIT_S,
 # and the case that showed it.
 _LEAKED: dict[str, str] = {}
+# Loader classes whose workers outlived a dropped iterator (or whose processes outlived the
+# loader's drop) by MUST_BOUND_S, and the case that showed it: their later scenarios wait
+# LEAK_WAIT_AFTER_LEAK_S for the workers after a drop.
+_ALIVE_AFTER_DROP: dict[str, str] = {}
+ALIVE_PATTERN = "the workers already outlived a dropped iterator or loader by"
+# Loader classes whose scenario ran into its whole deadline before anything happened after the
+# loader was built (iter() or the first next() never returned), and those cases. After
+# HUNG_CASES of them, a scenario's deadline is HUNG_DEADLINE_S (plus the iterator start the
+# loader declares): a loader that hangs at iter() gets each later verdict in seconds.
+_HUNG_AT_START: dict[str, list[str]] = {}
+HUNG_CASES = 2
+HUNG_DEADLINE_S = 5.0
+HUNG_PATTERN = "it already hung before its first batch (at iter())"
+
+# The runs the running case played (the plugin empties it as each case starts), so that a FAIL
+# can carry the errors the loader raised in them (`loader_errors`).
+_PLAYED: list[Run] = []
 
 _KINDS = {"threads": "thread workers", "none": "a loader with no visible workers"}
 # Why a case that kills a worker does not apply to thread workers.
@@ -88,7 +124,46 @@ def _left_something(r: Run) -> bool:
     )
 
 
-def _deadline_passed(r: Run, deadline_s: float, must: str) -> None:
+def loader_key(loader_cls: type) -> str:
+    """The key under which what a loader class has shown is kept (a local class's too)."""
+    return f"{loader_cls.__module__}:{loader_cls.__qualname__}"
+
+
+def hung_at_start(loader_cls: type) -> list[str]:
+    """The cases in which `loader_cls` hung before its first batch, once they are `HUNG_CASES`
+    or more (then its later scenarios get short deadlines); [] before."""
+    hung = _HUNG_AT_START.get(loader_key(loader_cls), [])
+    return list(hung) if len(hung) >= HUNG_CASES else []
+
+
+def current_case() -> str:
+    """The running case's node id (for a FAIL that names where a pattern was first seen)."""
+    return _current_case()
+
+
+def forget_played() -> None:
+    """Start a case: the runs played so far were another case's."""
+    _PLAYED.clear()
+
+
+def loader_errors(limit: int = 2) -> list[str]:
+    """The first `limit` distinct errors the loader raised in the runs the running case played
+    (each "Type: message", its first line), for a FAIL whose check did not name them."""
+    found: list[str] = []
+    for r in _PLAYED:
+        for e in r.of(None, Error):
+            text = (e.text or e.type).strip().splitlines()
+            if text and text[0] not in found:
+                found.append(text[0])
+    return found[:limit]
+
+
+def _started(r: Run) -> bool:
+    """Whether the scenario got past building the loader and starting its first epoch."""
+    return any(not isinstance(e, (Built, Len)) for e in r.events)
+
+
+def _deadline_passed(r: Run, deadline_s: float, must: str, note: str = "") -> None:
     done = ", ".join(e.name for e in r.events[-5:]) or "nothing"
     assert r.report is not None
     # Event times are CLOCK_MONOTONIC in the child, the same clock as here.
@@ -97,7 +172,7 @@ def _deadline_passed(r: Run, deadline_s: float, must: str) -> None:
         must,
         f"the scenario to end within {deadline_s:g} s",
         f"still running at the deadline (last events: {done}; nothing more for "
-        f"{waited:.1f} s); killed",
+        f"{waited:.1f} s); killed{note}",
     )
 
 
@@ -123,21 +198,45 @@ def play(
     `Run` (its `refused` says why) instead of skipping the case.
     """
     plan = Plan(**fields) if plan is None else plan
+    ref = loader_key(loader_cls)
+    if ref in _ALIVE_AFTER_DROP:
+        plan = replace(plan, drop_wait_s=LEAK_WAIT_AFTER_LEAK_S)
+    hung = _HUNG_AT_START.get(ref, [])
+    full_deadline_s = deadline_s
+    if len(hung) >= HUNG_CASES:
+        deadline_s = min(deadline_s, HUNG_DEADLINE_S + loaders.iterator_start_s(loader_cls))
     r = run(
         loader_cls,
         plan,
         deadline_s=deadline_s,
         orphan_grace_s=orphan_grace_s,
         linger_s=LEAK_WAIT_S if leaks else 0.0,
-        linger_by_type=dict.fromkeys(_LEAKED, LEAK_WAIT_AFTER_LEAK_S) if leaks else None,
+        # Workers that outlived a dropped iterator outlive the loader's drop too: one cause.
+        linger_by_type=dict.fromkeys([*_LEAKED, *_ALIVE_AFTER_DROP], LEAK_WAIT_AFTER_LEAK_S)
+        if leaks
+        else None,
     )
     built = r.first(Built, epoch=None)
     if leaks and built is not None:
         if built.linger_s is not None:
-            r.leak_note = f"waited {built.linger_s:g} s: {_LEAKED[built.ref]}"
+            why = _LEAKED.get(built.ref) or (
+                f"{ALIVE_PATTERN} {MUST_BOUND_S:g} s in {_ALIVE_AFTER_DROP.get(built.ref)}"
+            )
+            r.leak_note = f"waited {built.linger_s:g} s: {why}"
         elif _left_something(r):
             _LEAKED[built.ref] = f"it already left the same after {LEAK_WAIT_S:g} s in "
             _LEAKED[built.ref] += _current_case()
+            if r.report is not None and r.report.lingering:  # its processes: one cause
+                _ALIVE_AFTER_DROP.setdefault(ref, _current_case())
+    _PLAYED.append(r)
+    left_alive = [e for e in r.of(None, AliveAfterDrop) if e.pids]
+    if left_alive and ref not in _ALIVE_AFTER_DROP and plan.drop_wait_s >= MUST_BOUND_S:
+        _ALIVE_AFTER_DROP[ref] = _current_case()
+    if left_alive and plan.drop_wait_s < MUST_BOUND_S:
+        r.leak_note = (
+            f"waited {plan.drop_wait_s:g} s: {ALIVE_PATTERN} {MUST_BOUND_S:g} s in "
+            f"{_ALIVE_AFTER_DROP[ref]}"
+        )
     if r.refused:
         if not skip_refused:
             return r
@@ -145,7 +244,13 @@ def play(
     report = r.report
     assert report is not None
     if report.outcome == "deadline":
-        _deadline_passed(r, deadline_s, must)
+        if not _started(r) and deadline_s >= full_deadline_s and _current_case() not in hung:
+            hung.append(_current_case())
+            _HUNG_AT_START[ref] = hung
+        note = ""
+        if deadline_s < full_deadline_s:
+            note = f" ({HUNG_PATTERN} in {' and '.join(hung)}: a deadline of {deadline_s:g} s)"
+        _deadline_passed(r, deadline_s, must, note)
     if report.outcome == "raised":
         error = str(report.error or "").strip()
         last = error.splitlines()[-1] if error else "?"  # the exception, before its traceback

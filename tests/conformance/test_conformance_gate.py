@@ -71,6 +71,7 @@ def test_status_compares_by_badness() -> None:
         (f'[cases."{LEN}"]\noutcome="FAIL"\n', "give a reason"),
         ('cases = "x"\n', 'expected a table "cases"'),
         ("[cases\n", "not valid TOML"),
+        (f'[cases."{LEN}"]\noutcome="FAIL"\nreason="r"\nreasn="typo"\n', "unknown key.*'reasn'"),
     ],
 )
 def test_bad_expectation_files_are_rejected_naming_the_entry(
@@ -79,6 +80,14 @@ def test_bad_expectation_files_are_rejected_naming_the_entry(
     path = tmp_path / "expect.toml"
     path.write_text(text)
     with pytest.raises(expect.ExpectationError, match=message) as raised:
+        expect.load(path)
+    assert str(path) in str(raised.value)
+
+
+def test_an_expectation_file_that_is_not_utf8_is_one_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "expect.toml"
+    path.write_bytes(f'[cases."{LEN}"]\noutcome="FAIL"\nreason="caf\xe9"\n'.encode("latin-1"))
+    with pytest.raises(expect.ExpectationError, match="not UTF-8") as raised:
         expect.load(path)
     assert str(path) in str(raised.value)
 

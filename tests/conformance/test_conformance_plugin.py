@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import textwrap
 from pathlib import Path
 
 import pytest
-from loaderspec.conformance import loader_ref
+from loaderspec.conformance import loader_ref, plugin
 from loaderspec.conformance.plugin import MSG_UNKNOWN_PROPERTY
 
 from loaderspec import conformance
@@ -295,6 +296,37 @@ def test_a_loader_passed_to_a_conftests_option_is_a_usage_error_not_the_default(
     assert f"{loader_ref.OPTION}=fakeloader:Loader" in err
 
 
+@pytest.mark.parametrize("source", ["ini", "env", "default"])
+def test_a_loader_given_to_a_conftests_option_from_any_source_is_a_usage_error(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """The same trap through the ini file's addopts, PYTEST_ADDOPTS and the conftest option's
+    own default: each reached the conftest's option, and the run graded the reference, rc 0."""
+    default = "fakeloader:Loader" if source == "default" else None
+    env.makeconftest(OWN_LOADER_OPTION.replace("default=None", f"default={default!r}"))
+    if source == "ini":
+        env.makeini("[pytest]\naddopts = --loader=fakeloader:Loader\n")
+    elif source == "env":
+        monkeypatch.setenv("PYTEST_ADDOPTS", "--loader=fakeloader:Loader")
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"), "--co")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    where = {"ini": plugin.FROM_INI, "env": plugin.FROM_ENV, "default": plugin.FROM_DEFAULT}
+    assert where[source] in err
+    assert f"{loader_ref.OPTION}=fakeloader:Loader" in err
+
+
+def test_a_conftests_own_loader_option_with_a_plain_word_is_left_alone(
+    env: pytest.Pytester,
+) -> None:
+    env.makeconftest(OWN_LOADER_OPTION.replace("default=None", "default='fast'"))
+    env.makepyfile(test_x="def test_x(loader_cls):\n    pass\n")
+    result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"))
+    result.assert_outcomes(passed=1)
+
+
 def test_the_long_option_grades_the_users_loader_beside_a_conftests_loader(
     env: pytest.Pytester,
 ) -> None:
@@ -335,9 +367,10 @@ def test_an_outcome_is_counted_under_the_property_that_failed(env: pytest.Pytest
     result = env.runpytest_subprocess(
         "--loader=fakeloader:Loader", f"--conformance-report={rep}", f"--junitxml={junit}"
     )
-    # Under each FAIL: the command that runs it again (pytest's node id, the same loader).
+    # Under each FAIL: the command that runs it again (this interpreter's pytest, pytest's
+    # node id, the same loader).
     result.stdout.fnmatch_lines(
-        ["FAIL test_x::test_leaks:*", "  rerun: pytest test_x.py::test_leaks "
+        ["FAIL test_x::test_leaks:*", f"  rerun: {sys.executable} -m pytest test_x.py::test_leaks "
          f"{loader_ref.OPTION}=fakeloader:Loader"]
     )  # fmt: skip
     results = json.loads((rep / "report.json").read_text())
@@ -494,3 +527,192 @@ def test_a_plan_past_the_declared_iterators_is_refused_before_it_plays() -> None
     assert plan.iterators == MOST_ITERATORS + 1
     with pytest.raises(ValueError, match="MOST_ITERATORS=8 per plan"):
         play_resume(DataLoader, plan)
+
+
+@pytest.mark.parametrize("where", ["a file", "under a file"])
+def test_a_report_path_that_cannot_be_a_directory_is_a_usage_error(
+    env: pytest.Pytester, where: str
+) -> None:
+    (env.path / "taken").write_text("")
+    target = env.path / "taken" if where == "a file" else env.path / "taken" / "sub"
+    env.makepyfile(test_x="def test_x():\n    pass\n")
+    result = env.runpytest_subprocess(f"--conformance-report={target}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert err.count("ERROR:") == 1
+    assert f"--conformance-report={target}" in err
+    assert "INTERNALERROR" not in result.stdout.str() + err
+
+
+def test_a_marker_expression_that_selects_nothing_gets_a_hint(env: pytest.Pytester) -> None:
+    env.makepyfile(test_x="import pytest\n\n@pytest.mark.quick\ndef test_x():\n    pass\n")
+    result = env.runpytest_subprocess("--conformance-report", str(env.path / "rep"), "-m", "quik")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines(
+        [
+            "*-m 'quik' selected none of the 1 cases: "
+            "'quik' is no marker here (did you mean 'quick'?)*"
+        ]
+    )
+
+
+DRAWN_CASE = """
+from hypothesis import strategies as st
+from loaderspec.conformance.harness.drawn import check_drawn
+
+def test_x(loader_cls):
+    check_drawn(st.lists(st.integers(), min_size=5), lambda n: None, examples=40)
+"""
+
+
+def test_hypothesis_keeps_its_files_out_of_the_users_project(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hypothesis caches the constants of the project's own modules (``.hypothesis/constants``,
+    once enough draws took one) in its home, ``.hypothesis/`` where pytest started."""
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
+    env.makepyfile(test_x=DRAWN_CASE)
+    result = env.runpytest_subprocess("--loader=fakeloader:Loader")
+    result.assert_outcomes(passed=1)
+    assert not (env.path / ".hypothesis").exists()
+
+
+STOPPED_RUN = """
+import os, signal, subprocess, sys
+import pytest
+from loaderspec.faultinject import sandbox
+
+def hold(pids_file):
+    # the sandbox child starts a worker of its own, notes both, then stops the harness
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(pids_file, "w") as f:
+        f.write(f"{{os.getpid()}} {{worker.pid}}")
+    {stop}
+    worker.wait()
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_a():
+    pass
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_b(tmp_path_factory):
+    sandbox.run(hold, {pids!r}, deadline_s=120)
+    pytest.fail("the run was not stopped")
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_c():
+    pass
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_a_stopped_run_kills_the_cases_processes_and_reports_what_it_finished(
+    env: pytest.Pytester, signal_name: str
+) -> None:
+    """Ctrl-C (SIGINT) or CI's SIGTERM in the middle of a case: the case's sandbox child and the
+    worker it started are gone when pytest exits, and report.json says the run is incomplete,
+    why, and which cases finished (it said complete: true after a Ctrl-C, and a SIGTERM left
+    the processes alive and no final report)."""
+    import psutil
+
+    pids = env.path / "pids"
+    stop = f"os.kill(os.getppid(), signal.{signal_name})"
+    env.makepyfile(test_x=STOPPED_RUN.format(stop=stop, pids=str(pids)))
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess("--loader=fakeloader:Loader", f"--conformance-report={rep}")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    left = [int(p) for p in pids.read_text().split()]
+    assert [p for p in left if psutil.pid_exists(p) and not _zombie(p)] == []
+    data = json.loads((rep / "report.json").read_text())
+    assert data["complete"] is False
+    assert (data["finished"], data["selected"]) == (1, 3)
+    assert [c["case"] for c in data["cases"]] == ["test_a"]
+    assert signal_name in data["stopped"]
+    assert "after 1 of 3 cases" in (rep / "report.md").read_text()
+
+
+def _zombie(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+DRAWN_FAILURES = """
+import pytest
+from hypothesis import strategies as st
+from loaderspec.conformance.harness.drawn import check_drawn
+
+SEEN = []
+LONG = "x" * 500
+
+@pytest.mark.spec_property("NoSilentLoss")
+def test_once(grade):
+    def body(draw):
+        SEEN.append(draw)
+        if len(SEEN) == 2:  # one run of one draw loses an item (a delay injected there)
+            grade.fail("NoSilentLoss", "every item", f"items [{draw[0]}] never handed out")
+    check_drawn(st.tuples(st.integers(0, 9), st.integers(0, 9)), body, examples=5, shrink_s=0)
+
+@pytest.mark.spec_property("ExactlyOnce")
+def test_worker_segfaults(grade):
+    from loaderspec.conformance.harness import scenario
+    from loaderspec.faultinject.driver import Plan, Run
+    from loaderspec.faultinject.events import Error
+
+    segv = "RuntimeError: DataLoader worker (pid 4) is killed by signal: Segmentation fault."
+    scenario._PLAYED.append(Run(Plan(), None, events=[Error(0, 1.0, 0.0, text=segv)]))
+    grade.fail("ExactlyOnce", "len 4 and 4 batches", "len 4, 0 batches")
+
+@pytest.mark.spec_property("NoSilentLoss")
+def test_always(grade):
+    def body(draw):
+        if draw[0] >= 3:
+            grade.fail("NoSilentLoss", "every item", f"{LONG} items [{draw[0]}] never handed out")
+    check_drawn(st.tuples(st.integers(0, 9), st.integers(0, 9)), body, examples=20, shrink_s=0)
+"""
+
+
+def test_a_drawn_fail_shows_the_draw_the_observation_and_whether_a_replay_reproduced_it(
+    env: pytest.Pytester,
+) -> None:
+    """A correct loader's draw that failed once (Hypothesis: flaky) and a broken loader's that
+    always fails: each FAIL names the lost item and the draw; a FAIL a worker's death caused
+    carries the loader's error; the flaky one says it was not
+    reproduced on replay (it read `_WrappedBaseException() [single exception in FlakyFailure]`);
+    the summary keeps the end of a long detail after an ellipsis; the rerun line is this
+    interpreter's pytest with the run's conformance options."""
+    import sys
+
+    from loaderspec.conformance.harness.drawn import MSG_NOT_REPRODUCED, REPLAYS
+
+    env.makepyfile(test_x=DRAWN_FAILURES)
+    expect_file = env.path / "expect.toml"
+    expect_file.write_text("[cases]\n")
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess(
+        "--loader=fakeloader:Loader",
+        f"--conformance-report={rep}",
+        f"--conformance-expect={expect_file}",
+    )
+    cases = {c["case"]: c for c in json.loads((rep / "report.json").read_text())["cases"]}
+    once, always = cases["test_once"], cases["test_always"]
+    assert (once["outcome"], once["failed_properties"]) == ("FAIL", ["NoSilentLoss"])
+    assert "never handed out" in once["detail"]
+    assert "drawn: (" in once["detail"]
+    assert MSG_NOT_REPRODUCED.format(n=REPLAYS) in once["detail"]
+    assert "FlakyFailure" not in once["detail"]
+    assert always["outcome"] == "FAIL"
+    assert re.search(r"items \[(\d)\] never handed out; drawn: \(\1, \d\)$", always["detail"])
+    assert "reproduced" not in always["detail"]
+    assert cases["test_worker_segfaults"]["detail"].endswith(
+        "len 4, 0 batches; the loader raised: RuntimeError: DataLoader worker (pid 4) is killed"
+        " by signal: Segmentation fault."
+    )
+    out = result.stdout.str()
+    assert re.search(r"FAIL test_x::test_always: .* … .*items \[\d\] never handed out", out)
+    rerun = f"rerun: {sys.executable} -m pytest test_x.py::test_once"
+    assert rerun in out
+    assert f"--conformance-expect={expect_file}" in out

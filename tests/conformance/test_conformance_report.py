@@ -356,7 +356,10 @@ def test_two_loaders_of_one_top_level_package_get_two_column_titles(tmp_path: Pa
     [
         (["--out", "{file}"], "is a file; give a directory"),
         (["--out", "{file}/sub"], "is a file; give a directory"),
+        (["--out", "/proc/loaderspec-none/out"], "cannot create that directory"),
         (["--timeout", "-5"], "must be more than 0"),
+        (["--timeout", "inf"], "at most 86400"),
+        (["--timeout", "1e9"], "at most 86400"),
         (["--timeout", "soon"], "is not a number of seconds"),
         (["--python", "mypkg.loader:Loader"], "is not LOADER=PYTHON"),
     ],
@@ -421,3 +424,22 @@ def test_the_matrix_notes_show_no_install_folders() -> None:
     assert 'File "conformance/adapters/_front.py"' in note["cause"]
     assert "/tmp/fresh" not in note["cause"]
     assert "/home/me" not in note["cause"]
+
+
+def test_full_runs_the_named_loaders_whole_and_the_others_quick(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """scripts/main.sh's selection: the reference and torch in full, the peers' quick cases."""
+    from loaderspec import cli
+    from loaderspec import report as report_cmd
+
+    ran: dict[str, bool] = {}
+
+    def run_one(loader: str, out: Path, quick: bool, *rest: object) -> None:
+        ran[loader] = quick
+
+    monkeypatch.setattr(report_cmd, "run_one", run_one)
+    argv = ["report", "--out", str(tmp_path), "--fail-on", "never", "--quick"]
+    cli.main([*argv, "--loader", "peer.mod:L", "--full", "ref.mod:L"])
+    assert ran == {"peer.mod:L": True, "ref.mod:L": False}
+    assert cli.main(["report", "--out", str(tmp_path), "--full", "ref.mod:L"]) == 2

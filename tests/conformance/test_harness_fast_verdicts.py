@@ -1,0 +1,123 @@
+"""A loader that shows the same fault in its first cases gets its later verdicts in seconds:
+workers alive after a dropped iterator (the drop wait shrinks after the first full one) and a
+hang before the first batch (the deadline shrinks after two). The sandbox is replaced by a
+recorder of the plans and deadlines it is handed, so no loader runs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from loaderspec.conformance.harness import checks, scenario
+from loaderspec.conformance.harness.grading import MUST_BOUND_S, Grade, Violation
+from loaderspec.faultinject.driver import Plan, Run
+from loaderspec.faultinject.events import AliveAfterDrop, Built
+from loaderspec.faultinject.sandbox import SandboxReport
+
+
+class Leaky:
+    """Stands for a loader class: the harness keys what it learned by module and name."""
+
+
+class Hangs:
+    pass
+
+
+@pytest.fixture
+def sandbox(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Plan, float]]:
+    """Each run's plan and deadline; the run it returns is set by the test (`outcome`)."""
+    handed: list[tuple[Plan, float]] = []
+    monkeypatch.setattr(scenario, "_ALIVE_AFTER_DROP", {})
+    monkeypatch.setattr(scenario, "_HUNG_AT_START", {})
+    monkeypatch.setattr(scenario.loaders, "iterator_start_s", lambda cls: 0.0)
+    return handed
+
+
+LINGER: list[Any] = []  # each run's linger_by_type
+
+
+def _runner(handed: list[tuple[Plan, float]], make: Any) -> Any:
+    def run(loader_cls: type, plan: Plan, *, deadline_s: float, **kwargs: Any) -> Run:
+        handed.append((plan, deadline_s))
+        LINGER.append(kwargs.get("linger_by_type"))
+        return make(plan, deadline_s)
+
+    return run
+
+
+def test_workers_left_after_a_drop_shorten_the_later_drop_waits(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def leaked(plan: Plan, deadline_s: float) -> Run:
+        built = Built(None, 0.0, 0.0, ref="x:Leaky")
+        alive = AliveAfterDrop(0, 1.0, plan.drop_wait_s, pids=(123,))
+        return Run(plan, SandboxReport(outcome="returned"), events=[built, alive])
+
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, leaked))
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_a.py::test_first (call)")
+    LINGER.clear()
+    scenario.play(Leaky, Plan())
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_a.py::test_second (call)")
+    r = scenario.play(Leaky, Plan())
+    assert [p.drop_wait_s for p, _ in sandbox] == [MUST_BOUND_S, scenario.LEAK_WAIT_AFTER_LEAK_S]
+    # ...and what the workers leave after the loader's drop is waited for as briefly.
+    key = scenario.loader_key(Leaky)
+    assert [(x or {}).get(key) for x in LINGER] == [None, scenario.LEAK_WAIT_AFTER_LEAK_S]
+    with pytest.raises(Violation) as failed:
+        checks.nothing_left(Grade(), r)
+    assert scenario.ALIVE_PATTERN in str(failed.value.msg)
+    assert "test_a.py::test_first" in str(failed.value.msg)
+
+
+def test_a_loader_that_hangs_before_its_first_batch_gets_short_deadlines_after_two_cases(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def hung(plan: Plan, deadline_s: float) -> Run:
+        built = Built(None, 0.0, 0.0, ref="x:Hangs")
+        return Run(plan, SandboxReport(outcome="deadline", elapsed_s=deadline_s), events=[built])
+
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, hung))
+    messages = []
+    for case in ("test_one", "test_two", "test_three"):
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", f"test_h.py::{case} (call)")
+        with pytest.raises(Violation) as failed:
+            scenario.play(Hangs, Plan(), deadline_s=20.0)
+        messages.append(str(failed.value.msg))
+    assert [d for _, d in sandbox] == [20.0, 20.0, scenario.HUNG_DEADLINE_S]
+    assert scenario.HUNG_PATTERN not in messages[1]
+    assert scenario.HUNG_PATTERN in messages[2]
+    assert "test_h.py::test_one and test_h.py::test_two" in messages[2]
+
+
+def test_a_loader_that_started_is_never_given_the_short_deadline(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow scenario that got past iter() (a batch came) is not the hang pattern."""
+    from loaderspec.faultinject.events import Batch
+
+    def slow(plan: Plan, deadline_s: float) -> Run:
+        events = [Built(None, 0.0, 0.0, ref="x:Hangs"), Batch(0, 1.0, 1.0, value=[0])]
+        return Run(plan, SandboxReport(outcome="deadline", elapsed_s=deadline_s), events=events)
+
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, slow))
+    for _ in range(3):
+        with pytest.raises(Violation):
+            scenario.play(Hangs, Plan(), deadline_s=20.0)
+    assert [d for _, d in sandbox] == [20.0, 20.0, 20.0]
+
+
+def test_processes_left_after_the_loaders_drop_shorten_the_later_drop_waits_too(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers still alive after the loader was dropped (the sandbox's `lingering`) are the
+    same cause as workers alive after a dropped iterator: one full wait for both."""
+
+    def lingered(plan: Plan, deadline_s: float) -> Run:
+        built = Built(None, 0.0, 0.0, ref=scenario.loader_key(Leaky))
+        return Run(plan, SandboxReport(outcome="returned", lingering=[123]), events=[built])
+
+    monkeypatch.setattr(scenario, "_LEAKED", {})
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, lingered))
+    scenario.play(Leaky, Plan())
+    scenario.play(Leaky, Plan())
+    assert [p.drop_wait_s for p, _ in sandbox] == [MUST_BOUND_S, scenario.LEAK_WAIT_AFTER_LEAK_S]
