@@ -31,6 +31,8 @@ from loaderspec.faultinject import driver, loaders
 from loaderspec.faultinject.driver import Plan, Run, run
 from loaderspec.faultinject.events import Built, Dropped, LoaderDropped
 
+from loaderspec.vocabulary import PropertyName
+
 __all__ = [
     "DEADLINE_S",
     "LEAK_WAIT_AFTER_LEAK_S",
@@ -88,7 +90,7 @@ def _left_something(r: Run) -> bool:
     )
 
 
-def _deadline_passed(r: Run, deadline_s: float, must: str) -> None:
+def _deadline_passed(r: Run, deadline_s: float, must: PropertyName) -> None:
     done = ", ".join(e.name for e in r.events[-5:]) or "nothing"
     assert r.report is not None
     # Event times are CLOCK_MONOTONIC in the child, the same clock as here.
@@ -106,7 +108,7 @@ def play(
     plan: Plan | None = None,
     *,
     deadline_s: float = DEADLINE_S,
-    must: str = "IterationTerminates",
+    must: PropertyName = PropertyName.ITERATION_TERMINATES,
     parent_dies: bool = False,
     orphan_grace_s: float = 1.0,
     leaks: bool = True,
