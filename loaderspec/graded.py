@@ -14,10 +14,9 @@ Standard library only: the pytest plugin imports this in every pytest session, a
 from __future__ import annotations
 
 import argparse
-import importlib.util
 from dataclasses import dataclass
 
-__all__ = ["ADAPTERS", "DEFAULTS", "LOADERS", "GradedLoader", "installed", "named"]
+__all__ = ["ADAPTERS", "DEFAULTS", "LOADERS", "GradedLoader", "named"]
 
 ADAPTERS_MODULE = "loaderspec.conformance.adapters"
 
@@ -26,7 +25,7 @@ ADAPTERS_MODULE = "loaderspec.conformance.adapters"
 class GradedLoader:
     name: str  # the short name: the bench's column, the adapter tests' parameter
     loader: str  # "module:Class", what the suite grades (--conformance-loader)
-    package: str  # the import name: its __version__ is a report's version line; installed or not
+    package: str  # import name: a report shows its __version__; `report` lists it where installed
     distribution: str  # what pip installs (the adapter tests' skip reason names it)
     extra: str | None  # loaderspec's extra that installs it (None: always installed)
     own_venv: bool = False  # graded in a virtualenv of its own, .venv-<extra> (scripts/matrix.sh)
@@ -99,11 +98,6 @@ def named(name: str) -> GradedLoader:
         if graded.name == name:
             return graded
     raise KeyError(f"no graded loader {name!r}; one of {', '.join(g.name for g in LOADERS)}")
-
-
-def installed(graded: GradedLoader) -> bool:
-    """Whether ``graded``'s package can be imported here (found, not imported)."""
-    return importlib.util.find_spec(graded.package) is not None
 
 
 def main(argv: list[str] | None = None) -> None:
