@@ -164,3 +164,18 @@ def test_adding_an_adapter_touches_the_registry():
     assert "loaderspec/graded.py" in named[:count]
     # the registry is the one list: no step edits another module's list of loaders
     assert not {"loaderspec/report.py", "conformance/plugin.py", "bench/loaders.py"} & set(named)
+
+
+def test_the_docs_name_the_registrys_extras_and_virtualenvs():
+    """A docs page's setup line for every loader's extra names exactly the registry's extras
+    (in any order), and the own virtualenvs it names are the registry's."""
+    extras = {g.extra for g in graded.ADAPTERS if not g.own_venv}
+    own = {g.extra for g in graded.ADAPTERS if g.own_venv}
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = page.read_text()
+        for line in re.findall(r"LOADERSPEC_EXTRAS=([\w,]+)", text):
+            named = set(line.split(","))
+            if named & (extras | own):  # a line that sets up the graded loaders
+                assert named == extras, f"{page.name}: LOADERSPEC_EXTRAS={line}"
+        venvs = set(re.findall(r"\.venv-(\w+)", text))
+        assert venvs <= own, f"{page.name} names .venv-{sorted(venvs - own)}"
