@@ -1,26 +1,23 @@
 """Which loaders the benchmark compares, by name; a missing one is a reason, not a crash.
 
-Owns the names shown in the report and each loader's importable `"module:Class"` (the peers
-through `conformance.adapters`, each behind torch's constructor); importing one is
-`faultinject.loaders.resolve`'s job (the one resolver). A loader whose package is not installed
-(an optional extra) is reported as `n/a: <why>` and skipped.
+Takes the names shown in the report and each loader's importable `"module:Class"` (the peers
+through `conformance.adapters`, each behind torch's constructor) from `loaderspec.graded`;
+importing one is `faultinject.loaders.resolve`'s job (the one resolver). A loader whose package
+is not installed (an optional extra) is reported as `n/a: <why>` and skipped.
 """
 
 from __future__ import annotations
 
 from loaderspec.faultinject import loaders
 
-# Report name -> "module:attribute". Order is the report's column order.
+from loaderspec import graded
+
+# Report name -> "module:attribute", from the one list of graded loaders (`loaderspec.graded`).
+# Order is the report's column order: torch first, the column the others are read against.
 LOADERS: dict[str, str] = {
-    "torch": "torch.utils.data:DataLoader",
-    "reference": "loaderspec.reference:DataLoader",
-    "torchdata": "torchdata.stateful_dataloader:StatefulDataLoader",
-    "nodes-thread": "loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader",
-    "nodes-process": "loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader",
-    "spdl": "loaderspec.conformance.adapters.spdl:Loader",
-    "grain": "loaderspec.conformance.adapters.grain:Loader",
-    "litdata": "loaderspec.conformance.adapters.litdata:Loader",
-    "streaming": "loaderspec.conformance.adapters.streaming:Loader",
+    g.name: g.benched
+    for g in sorted(graded.LOADERS, key=lambda g: g.name != "torch")
+    if g.benched is not None
 }
 
 

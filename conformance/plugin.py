@@ -46,6 +46,7 @@ from loaderspec.conformance.harness.report import shorten
 from loaderspec.conformance.verdict import DEFAULT_POLICY, verdict
 from loaderspec.faultinject import loaders
 
+from loaderspec import graded
 from loaderspec.vocabulary import PROPERTY_NAMES, Level, property_named
 
 __all__ = ["CASES_PLUGIN", "RUN_PLUGIN", "ConformanceRun", "start"]
@@ -604,16 +605,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def _versions() -> dict[str, str]:
     found = {"python": sys.version.split()[0]}
     # the loaders the matrix grades (those the run imported), so a report names what it graded
-    for name in (
-        "torch",
-        "torchdata",
-        "grain",
-        "spdl",
-        "paddle",
-        "litdata",
-        "streaming",
-        "loaderspec",
-    ):
+    for name in dict.fromkeys(g.package for g in graded.LOADERS):
         module = sys.modules.get(name)
         version = getattr(module, "__version__", None)
         if version:

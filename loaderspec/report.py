@@ -26,21 +26,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from loaderspec import graded
 from loaderspec.cliargs import positive_int, positive_seconds
 from loaderspec.vocabulary import FAIL_ON, LOADER_OPTION
 
-DEFAULT_LOADERS = ("loaderspec.reference:DataLoader", "torch.utils.data:DataLoader")
+DEFAULT_LOADERS = tuple(g.loader for g in graded.DEFAULTS)
 # Adapters, listed when the package they adapt is importable: (loader, package).
-OPTIONAL_LOADERS = (
-    ("loaderspec.conformance.adapters.torchdata:Loader", "torchdata"),
-    ("loaderspec.conformance.adapters.torchdata_nodes:ThreadLoader", "torchdata"),
-    ("loaderspec.conformance.adapters.torchdata_nodes:ProcessLoader", "torchdata"),
-    ("loaderspec.conformance.adapters.spdl:Loader", "spdl"),
-    ("loaderspec.conformance.adapters.grain:Loader", "grain"),
-    ("loaderspec.conformance.adapters.paddle:Loader", "paddle"),
-    ("loaderspec.conformance.adapters.litdata:Loader", "litdata"),
-    ("loaderspec.conformance.adapters.streaming:Loader", "streaming"),
-)
+OPTIONAL_LOADERS = tuple((g.loader, g.package) for g in graded.ADAPTERS)
 RUN_TIMEOUT_S = 900.0
 
 
@@ -53,8 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="PKG.MOD:CLASS",
         help="a loader to check (repeatable); default: the reference loader, torch's, and the "
-        "adapters (torchdata, torchdata.nodes, SPDL, grain, paddle, litdata, streaming) where "
-        "those packages are installed",
+        f"adapters ({', '.join(g.name for g in graded.ADAPTERS)}) where those packages are "
+        "installed",
     )
     parser.add_argument(
         "--out",

@@ -23,6 +23,7 @@ from loaderspec.vocabulary import (
     USER_CORE_METHOD,
     Action,
     Actor,
+    PropertyName,
     UserAction,
 )
 
@@ -184,36 +185,45 @@ def test_every_action_has_a_trace_record():
     assert not missing, f"no trace record is emitted in reference/ or faultinject/ for {missing}"
 
 
+def _property_literal(node: ast.expr) -> str | None:
+    """The spec name a node spells: a string literal, or a ``PropertyName.X`` member."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "PropertyName"
+        and node.attr in PropertyName.__members__
+    ):
+        return PropertyName[node.attr].value
+    return None
+
+
+def _module_constants(tree: ast.Module) -> dict[str, str]:
+    return {
+        target.id: name
+        for node in tree.body
+        if isinstance(node, ast.Assign) and (name := _property_literal(node.value)) is not None
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+
+
 def _marked_properties(root: Path) -> set[str]:
     """Every property named in a ``spec_property(...)`` marker under ``conformance/``: string
-    literals, and names bound to one at module level (``PROP = "NoOrphanWorkers"``), there or
-    in another module under ``root`` (``from ...harness.resume import HANDED_OUT``)."""
+    literals and ``PropertyName`` members, and names bound to one at module level
+    (``PROP = PropertyName.NO_ORPHAN_WORKERS``), there or in another module under ``root``
+    (``from ...harness.resume import HANDED_OUT``)."""
     names: set[str] = set()
     trees = [ast.parse(path.read_text(), str(path)) for path in root.rglob("*.py")]
-    shared = {
-        target.id: node.value.value
-        for tree in trees
-        for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-        for target in node.targets
-        if isinstance(target, ast.Name) and isinstance(node.value.value, str)
-    }
+    shared = {k: v for tree in trees for k, v in _module_constants(tree).items()}
     for tree in trees:
-        consts = {
-            **shared,
-            **{
-                target.id: node.value.value
-                for node in tree.body
-                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                for target in node.targets
-                if isinstance(target, ast.Name) and isinstance(node.value.value, str)
-            },
-        }
+        consts = {**shared, **_module_constants(tree)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _call_name(node) == "spec_property":
                 for arg in node.args:
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        names.add(arg.value)
+                    if (name := _property_literal(arg)) is not None:
+                        names.add(name)
                     elif isinstance(arg, ast.Name) and arg.id in consts:
                         names.add(consts[arg.id])
     return names
@@ -290,11 +300,17 @@ def test_a_user_record_never_written_is_reported(tmp_path):
     assert set(UserAction) - _emitted_user_actions(tmp_path) == {UserAction.USER_LOAD_STATE_DICT}
 
 
-def test_an_action_without_a_conformance_case_is_reported(tmp_path):
-    (tmp_path / "test_only_one.py").write_text(
-        'import pytest\n\n\n@pytest.mark.spec_property("NoOrphanWorkers")\n'
-        "def test_x():\n    pass\n"
-    )
+@pytest.mark.parametrize(
+    "marker",
+    [
+        'import pytest\n\n\n@pytest.mark.spec_property("NoOrphanWorkers")\n',
+        # the suite's own spelling: a PropertyName member, bound to a module-level name
+        "PROP = PropertyName.NO_ORPHAN_WORKERS\n\n\n@spec_property(PROP)\n",
+        "@spec_property(PropertyName.NO_ORPHAN_WORKERS)\n",
+    ],
+)
+def test_an_action_without_a_conformance_case_is_reported(tmp_path, marker):
+    (tmp_path / "test_only_one.py").write_text(f"{marker}def test_x():\n    pass\n")
     missing = missing_cases(tmp_path)
     assert "FaultKillParent" not in missing  # NoOrphanWorkers guards it
     assert "MainTryPutIndex" in missing

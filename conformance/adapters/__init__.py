@@ -1,14 +1,7 @@
 """Adapters that put other loaders behind torch's DataLoader constructor, for the suite.
 
-* `conformance.adapters.torchdata:Loader`: torchdata's StatefulDataLoader (extra `torchdata`).
-* `conformance.adapters.torchdata_nodes:ThreadLoader` / `:ProcessLoader`: a torchdata.nodes
-  pipeline with a thread or a process `ParallelMapper` (extra `torchdata`).
-* `conformance.adapters.spdl:Loader`: SPDL's `get_pytorch_dataloader` (extra `spdl`).
-* `conformance.adapters.grain:Loader`: grain's `DataLoader` (extra `grain`).
-* `conformance.adapters.paddle:Loader`: paddle.io.DataLoader (extra `paddle`).
-* `conformance.adapters.litdata:Loader`: litdata's `StreamingDataLoader` (extra `litdata`).
-* `conformance.adapters.streaming:Loader`: Mosaic streaming's `StreamingDataLoader` (extra
-  `streaming`: streaming-community).
+One module per adapted loader; which class of which module, its package and its extra are listed
+once, in `loaderspec.graded.ADAPTERS` (docs/conformance.md, "Adding an adapter").
 
 Each is an optional extra: importing an adapter without its package raises ImportError naming
 the extra. The shared front (`conformance.adapters._front`) validates torch's arguments as torch

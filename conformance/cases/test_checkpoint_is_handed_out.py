@@ -7,7 +7,7 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     HANDED_OUT,
@@ -23,7 +23,7 @@ from loaderspec.faultinject.user_state import UserKind
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
+@spec_property(HANDED_OUT, EQUIVALENCE)
 @pytest.mark.parametrize("persistent", [False, True])
 def test_state_at_an_epoch_end_resumes_at_the_next_epoch(
     loader_cls: type, grade: Grade, persistent: bool
@@ -50,7 +50,7 @@ def test_state_at_an_epoch_end_resumes_at_the_next_epoch(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
+@spec_property(HANDED_OUT, EQUIVALENCE)
 @pytest.mark.parametrize("dataset_state", [False, True])
 def test_state_counts_handed_out_batches_not_prefetched_ones(
     loader_cls: type, grade: Grade, dataset_state: bool
@@ -76,7 +76,7 @@ def test_state_counts_handed_out_batches_not_prefetched_ones(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
+@spec_property(HANDED_OUT, EQUIVALENCE)
 @pytest.mark.parametrize(
     "user", [pytest.param("prefetched_iterable", marks=pytest.mark.quick), "slow_first_map"]
 )
@@ -102,7 +102,7 @@ def test_batches_fetched_and_waiting_at_the_state_are_handed_out_after_the_resum
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
+@spec_property(HANDED_OUT, EQUIVALENCE)
 def test_a_state_after_reordered_batches_resumes_what_was_not_handed_out(
     loader_cls: type, grade: Grade
 ) -> None:

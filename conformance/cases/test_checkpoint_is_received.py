@@ -9,7 +9,7 @@ batches the user did not receive.
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     MOST_ITERATORS,
@@ -20,12 +20,14 @@ from loaderspec.conformance.harness.resume import (
     same_stream,
 )
 
-RECEIVED = "CheckpointIsReceived"
+from loaderspec.vocabulary import PropertyName
+
+RECEIVED = PropertyName.CHECKPOINT_IS_RECEIVED
 
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(RECEIVED, EQUIVALENCE)
+@spec_property(RECEIVED, EQUIVALENCE)
 def test_state_taken_twice_in_a_row_is_what_the_user_received(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -49,7 +51,7 @@ def test_state_taken_twice_in_a_row_is_what_the_user_received(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(RECEIVED, EQUIVALENCE)
+@spec_property(RECEIVED, EQUIVALENCE)
 def test_iterable_state_is_what_the_user_received(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, shards of 6 and 5 items, 2 workers, prefetch 2: the state taken after 2
     batches resumes with the 3rd, each shard where the user left it.

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import pytest
 import torch
-from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, checks, kwargs, play, spec_property
 from loaderspec.conformance.harness.batching import DROP_IN_ORDER, Config, compare, items
 from loaderspec.faultinject.events import Len, Stop
 
-PROP = "ExactlyOnce"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.EXACTLY_ONCE
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "InOrderDelivery")
+@spec_property(PROP, PropertyName.IN_ORDER_DELIVERY)
 def test_custom_batch_sampler_batches_are_handed_out_as_given(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -44,7 +46,7 @@ def test_custom_batch_sampler_batches_are_handed_out_as_given(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "TypeOK")
+@spec_property(PROP, PropertyName.TYPE_OK)
 @pytest.mark.parametrize("data", ["map", "iterable"])
 def test_unbatched_items_are_converted_not_collated(
     loader_cls: type, grade: Grade, data: str
@@ -67,7 +69,7 @@ def test_unbatched_items_are_converted_not_collated(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_seeded_shuffle_gives_torchs_order(loader_cls: type, grade: Grade) -> None:
     """shuffle=True with generator=torch.Generator().manual_seed(5), 2 workers, 2 epochs, in
     order: a permutation per epoch (MUST), and torch's own order for that generator, so runs
@@ -83,7 +85,7 @@ def test_seeded_shuffle_gives_torchs_order(loader_cls: type, grade: Grade) -> No
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_the_users_generator_alone_decides_the_shuffle(loader_cls: type, grade: Grade) -> None:
     """shuffle=True, 2 workers, 2 epochs, played three times: generator seeded 5 with torch's
     global RNG seeded 1, the same with it seeded 2, and generator seeded 6: the first two hand

@@ -7,7 +7,7 @@ import math
 
 import pytest
 from hypothesis import strategies as st
-from loaderspec.conformance.harness import Grade, Plan, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, Plan, checks, kwargs, play, spec_property
 from loaderspec.conformance.harness.batching import (
     MORE_PICKS,
     QUICK_PICKS,
@@ -18,7 +18,9 @@ from loaderspec.conformance.harness.batching import (
 from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
 from loaderspec.faultinject.events import Len, Stop
 
-PROP = "ExactlyOnce"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.EXACTLY_ONCE
 
 
 def _expected_batches(n: int, bs: int, drop_last: bool) -> list[list[int]]:
@@ -46,7 +48,7 @@ MAP_CONFIGS = st.tuples(
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "InOrderDelivery")
+@spec_property(PROP, PropertyName.IN_ORDER_DELIVERY)
 def test_map_style_epoch_hands_out_every_batch_once(loader_cls: type, grade: Grade) -> None:
     """Map-style, any size / batch size / drop_last / workers / prefetch: each batch once.
 
@@ -78,7 +80,7 @@ def _iterable_plan(shards: list[int], bs: int, prefetch: int) -> Plan:
     return Plan(shards=tuple(shards), kwargs=kwargs(len(shards), prefetch, batch_size=bs))
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_iterable_epoch_hands_out_every_item_once(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, one shard per worker of any length: every item exactly once.
 
@@ -112,7 +114,9 @@ def _batches_like_torch(
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "InOrderDelivery", "NoDuplicateDelivery", "TypeOK")
+@spec_property(
+    PROP, PropertyName.IN_ORDER_DELIVERY, PropertyName.NO_DUPLICATE_DELIVERY, PropertyName.TYPE_OK
+)
 def test_batches_are_torchs_for_drawn_configurations(loader_cls: type, grade: Grade) -> None:
     """Drawn configurations (map or iterable; batch_size incl. None; drop_last; shuffle with or
     without a seeded generator; an explicit sampler or batch_sampler; a custom collate_fn;
@@ -129,7 +133,9 @@ def test_batches_are_torchs_for_drawn_configurations(loader_cls: type, grade: Gr
     _batches_like_torch(loader_cls, grade, QUICK_EXAMPLES, QUICK_PICKS)
 
 
-@pytest.mark.spec_property(PROP, "InOrderDelivery", "NoDuplicateDelivery", "TypeOK")
+@spec_property(
+    PROP, PropertyName.IN_ORDER_DELIVERY, PropertyName.NO_DUPLICATE_DELIVERY, PropertyName.TYPE_OK
+)
 def test_batches_are_torchs_for_more_drawn_configurations(loader_cls: type, grade: Grade) -> None:
     """More drawn configurations than the quick selection plays: torch's batches (as in
     test_batches_are_torchs_for_drawn_configurations).
@@ -142,7 +148,7 @@ def test_batches_are_torchs_for_more_drawn_configurations(loader_cls: type, grad
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize("drop_last", [False, True])
 def test_len_matches_the_batches_handed_out(
     loader_cls: type, grade: Grade, drop_last: bool
@@ -168,7 +174,7 @@ def test_len_matches_the_batches_handed_out(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
 def test_every_start_method_hands_out_every_batch(
     loader_cls: type, grade: Grade, method: str

@@ -15,14 +15,17 @@ from loaderspec.conformance.harness import (
     kwargs,
     needs_worker_processes,
     play,
+    spec_property,
 )
 from loaderspec.faultinject.events import Batch, Error
 
-PROP = "FailStopAfterFatalError"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.FAIL_STOP_AFTER_FATAL_ERROR
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "IterationTerminates", "PromptFaultHandling")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES, PropertyName.PROMPT_FAULT_HANDLING)
 def test_next_after_worker_death_raises_promptly(loader_cls: type, grade: Grade) -> None:
     """After the worker-death error, each later next() raises at once; no batch, no wait.
 
@@ -48,7 +51,7 @@ def test_next_after_worker_death_raises_promptly(loader_cls: type, grade: Grade)
 IDLE_DEATH_RUNS = 3
 
 
-@pytest.mark.spec_property(PROP, "IterationTerminates")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES)
 def test_next_after_idle_worker_death_does_not_hang(loader_cls: type, grade: Grade) -> None:
     """After an idle worker was SIGKILLed, later next() calls return or raise within 15 s.
 
@@ -76,7 +79,7 @@ def test_next_after_idle_worker_death_does_not_hang(loader_cls: type, grade: Gra
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "IterationTerminates")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES)
 def test_nothing_is_handed_out_after_a_timeout(loader_cls: type, grade: Grade) -> None:
     """timeout=1 and a fetch that takes 2.5 s: next() raises "timed out"; the three next() calls
     after it raise too (or end the epoch), and never hand out a batch, not even the late one.
@@ -99,7 +102,9 @@ def test_nothing_is_handed_out_after_a_timeout(loader_cls: type, grade: Grade) -
     calls = r.calls()
     error = next((e for e in calls if isinstance(e, Error)), None)
     if error is None or "timed out" not in error.text:
-        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e.name for e in calls]}")
+        grade.fail(
+            PropertyName.ITERATION_TERMINATES, "a 'timed out' error", f"{[e.name for e in calls]}"
+        )
         return
     after = [e.value for e in calls[calls.index(error) + 1 :] if isinstance(e, Batch)]
     if after:

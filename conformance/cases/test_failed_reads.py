@@ -14,12 +14,15 @@ from loaderspec.conformance.harness import (
     kwargs,
     needs_worker_processes,
     play,
+    spec_property,
 )
 from loaderspec.faultinject.driver import Run
 from loaderspec.faultinject.events import Error
 from loaderspec.faultinject.faults import Unloadable
 
-PROP = "NoSilentLoss"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_SILENT_LOSS
 NO_READ = "a thread worker's result is handed over as an object, never read back from bytes"
 
 
@@ -34,12 +37,12 @@ def _raised(grade: Grade, r: Run, what: str) -> None:
         return
     before = r.batches()
     if before not in ([], [[0]], [[0], [1]]):  # the failed read may come while item 1 is awaited
-        grade.fail("ExactlyOnce", "at most items 0 and 1 before the error", f"{before}")
-    grade.bounded("IterationTerminates", "read_error_s", errors[0].dt, f"{what} raised")
+        grade.fail(PropertyName.EXACTLY_ONCE, "at most items 0 and 1 before the error", f"{before}")
+    grade.bounded(PropertyName.ITERATION_TERMINATES, "read_error_s", errors[0].dt, f"{what} raised")
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "IterationTerminates")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES)
 def test_a_result_that_cannot_be_read_raises(loader_cls: type, grade: Grade) -> None:
     """2 workers, batch_size=None: item 2 pickles in its worker but cannot be unpickled in the
     loader's process; next() raises (after at most items 0 and 1), within the bounds.
@@ -59,7 +62,7 @@ def test_a_result_that_cannot_be_read_raises(loader_cls: type, grade: Grade) -> 
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "IterationTerminates", "ShutdownCompletes")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES, PropertyName.SHUTDOWN_COMPLETES)
 def test_pin_thread_death_on_an_unreadable_result_raises(loader_cls: type, grade: Grade) -> None:
     """pin_memory=True, 2 workers, batch_size=None: item 2 cannot be unpickled where the results
     are read (torch's pin thread, which dies of it); next() raises, within the bounds, and the

@@ -17,10 +17,13 @@ from loaderspec.conformance.harness import (
     kwargs,
     needs_worker_processes,
     play,
+    spec_property,
 )
 from loaderspec.faultinject.events import AliveAfterError, Error
 
-PROP = "FatalErrorShutsDown"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.FATAL_ERROR_SHUTS_DOWN
 # How long the user holds the failed iterator while the workers must go: torch's 5 s join of a
 # worker that does not exit (then terminate()), and a margin.
 HOLD_S = 6.0
@@ -42,7 +45,7 @@ def _workers_gone(grade: Grade, r: Run, what: str) -> None:
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "IterationTerminates")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES)
 def test_workers_go_after_a_timeout_error(loader_cls: type, grade: Grade) -> None:
     """timeout=1 and a worker hung in item 2: next() raises "timed out"; with the iterator still
     held, every worker process (the hung one too) is gone within 6 s.
@@ -62,12 +65,16 @@ def test_workers_go_after_a_timeout_error(loader_cls: type, grade: Grade) -> Non
     )
     error = r.first(Error)
     if error is None or "timed out" not in error.text:
-        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e.name for e in r.calls()]}")
+        grade.fail(
+            PropertyName.ITERATION_TERMINATES,
+            "a 'timed out' error",
+            f"{[e.name for e in r.calls()]}",
+        )
         return
     _workers_gone(grade, r, "timeout error")
 
 
-@pytest.mark.spec_property(PROP, "WorkerDeathRaises")
+@spec_property(PROP, PropertyName.WORKER_DEATH_RAISES)
 def test_workers_go_after_a_worker_death_error(loader_cls: type, grade: Grade) -> None:
     """A worker dies (SIGKILL in item 5): next() raises the death; with the iterator still held,
     the other worker process is gone within 6 s.
@@ -89,6 +96,10 @@ def test_workers_go_after_a_worker_death_error(loader_cls: type, grade: Grade) -
     # Any error will do here: what it says is test_worker_death_raises's to grade.
     if not r.of(0, Error):
         batches = len(r.batches())
-        grade.fail("WorkerDeathRaises", "an error for the dead worker", f"{batches} batches, none")
+        grade.fail(
+            PropertyName.WORKER_DEATH_RAISES,
+            "an error for the dead worker",
+            f"{batches} batches, none",
+        )
         return
     _workers_gone(grade, r, "death")

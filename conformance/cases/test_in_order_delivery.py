@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, SkewWorker, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, SkewWorker, checks, kwargs, play, spec_property
 
-PROP = "InOrderDelivery"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.IN_ORDER_DELIVERY
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize(("workers", "prefetch"), [(2, 1), (2, 2), (3, 2)])
 def test_batches_arrive_in_sampler_order_with_skewed_workers(
     loader_cls: type, grade: Grade, workers: int, prefetch: int
@@ -33,7 +35,7 @@ def test_batches_arrive_in_sampler_order_with_skewed_workers(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_iterable_batches_alternate_between_workers_in_order(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -55,7 +57,7 @@ def test_iterable_batches_alternate_between_workers_in_order(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_second_epoch_with_persistent_workers_is_in_order(loader_cls: type, grade: Grade) -> None:
     """Persistent workers, skewed: every one of three epochs is in sampler order.
 

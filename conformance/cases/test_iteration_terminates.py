@@ -20,10 +20,13 @@ from loaderspec.conformance.harness import (
     hang_s,
     kwargs,
     play,
+    spec_property,
 )
 from loaderspec.faultinject.events import Call, Error, Stop
 
-PROP = "IterationTerminates"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.ITERATION_TERMINATES
 
 
 def _expect_error_in_turn(grade: Grade, got: list[Call], position: int, pattern: str) -> None:
@@ -42,7 +45,7 @@ def _first_error(r: Run) -> Error | None:
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> None:
     """timeout=1 and a worker hung in __getitem__: next() raises "timed out" after about 1 s.
 
@@ -63,7 +66,7 @@ def test_timeout_raises_when_a_worker_hangs(loader_cls: type, grade: Grade) -> N
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "NoDuplicateDelivery")
+@spec_property(PROP, PropertyName.NO_DUPLICATE_DELIVERY)
 @pytest.mark.parametrize("where", ["dataset", "collate"])
 def test_error_is_raised_in_turn_and_iteration_continues(
     loader_cls: type, grade: Grade, where: str
@@ -95,7 +98,7 @@ def test_error_is_raised_in_turn_and_iteration_continues(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "NoDeadlock")
+@spec_property(PROP, PropertyName.NO_DEADLOCK)
 def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: Grade) -> None:
     """Every __getitem__ raises: 9 items, batch size 2 -> exactly 5 errors, then StopIteration.
 
@@ -119,7 +122,7 @@ def test_every_item_raising_gives_one_error_per_batch(loader_cls: type, grade: G
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
     """worker_init_fn raises in worker 0: next() raises that ValueError (its own type), never hangs.
 
@@ -138,7 +141,7 @@ def test_worker_init_fn_error_is_raised(loader_cls: type, grade: Grade) -> None:
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_unrebuildable_exception_keeps_its_message(loader_cls: type, grade: Grade) -> None:
     """An exception whose constructor needs two arguments arrives with its type name and text.
 
@@ -160,7 +163,7 @@ def test_unrebuildable_exception_keeps_its_message(loader_cls: type, grade: Grad
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: Grade) -> None:
     """A result the worker cannot pickle makes next() raise (within 15 s), not wait forever.
 
@@ -183,7 +186,7 @@ def test_unpicklable_result_raises_instead_of_hanging(loader_cls: type, grade: G
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade: Grade) -> None:
     """50 file descriptors to spare (RLIMIT_NOFILE) and 40 tensors per item: either every batch,
     or an error naming the file-descriptor limit; never a hang.
@@ -211,7 +214,7 @@ def test_fd_exhaustion_gives_a_clear_error_or_completes(loader_cls: type, grade:
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 def test_timeout_bounds_each_next_not_the_epoch(loader_cls: type, grade: Grade) -> None:
     """timeout=2.5 and a slow but healthy epoch (every batch within about 0.4 s, the epoch
     about 3.2 s): no timeout error, every batch.
@@ -234,7 +237,7 @@ def test_timeout_bounds_each_next_not_the_epoch(loader_cls: type, grade: Grade) 
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "PromptFaultHandling", "ExactlyOnce")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING, PropertyName.EXACTLY_ONCE)
 def test_iterable_epoch_ends_promptly_after_its_last_item(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, 3 workers with 2, 3 and 1 items, cheap: no next() after the first, the
     final StopIteration included, waits for an exhausted worker.
@@ -248,7 +251,7 @@ def test_iterable_epoch_ends_promptly_after_its_last_item(loader_cls: type, grad
     r = play(loader_cls, shards=(2, 3, 1), kwargs=kwargs(3, 2, batch_size=1))
     calls = r.calls()
     if not r.of(0, Stop):
-        grade.fail("ExactlyOnce", "the epoch to end in StopIteration", f"{r.last()}")
+        grade.fail(PropertyName.EXACTLY_ONCE, "the epoch to end in StopIteration", f"{r.last()}")
     slowest = max((e.dt for e in calls[1:]), default=0.0)
     grade.bounded(PROP, "slowest_next_after_first_s", slowest, "next() of a cheap epoch")
     checks.nothing_left(grade, r)

@@ -7,7 +7,7 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     LOAD,
     MOST_ITERATORS,
@@ -19,6 +19,8 @@ from loaderspec.conformance.harness.resume import (
     same_stream,
 )
 from loaderspec.faultinject.resume import BeforeLoad
+
+from loaderspec.vocabulary import PropertyName
 
 
 def _plan(before_load: BeforeLoad, persistent: bool) -> ResumePlan:
@@ -43,7 +45,7 @@ def _grade(grade: Grade, loader_cls: type, plan: ResumePlan) -> None:
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(LOAD, "ResumeEquivalence")
+@spec_property(LOAD, PropertyName.RESUME_EQUIVALENCE)
 def test_load_after_iter_with_live_workers_governs_the_next_iter(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -60,7 +62,7 @@ def test_load_after_iter_with_live_workers_governs_the_next_iter(
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(LOAD, "ResumeEquivalence")
+@spec_property(LOAD, PropertyName.RESUME_EQUIVALENCE)
 def test_load_after_state_dict_governs_the_next_iter(loader_cls: type, grade: Grade) -> None:
     """A new loader: state_dict() first (its state before any iter()), then load_state_dict():
     the next iter() resumes from the loaded state, or the load raises.

@@ -8,7 +8,7 @@ A refusal grades NON-STRICT; a silent wrong stream is a ResumeEquivalence FAIL.
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     MOST_ITERATORS,
@@ -21,7 +21,9 @@ from loaderspec.conformance.harness.resume import (
 from loaderspec.faultinject.resume import ResumeRun
 from loaderspec.faultinject.resume_events import ResumeError
 
-MAP_ANY_WORKERS = "MapResumeAnyWorkers"
+from loaderspec.vocabulary import PropertyName
+
+MAP_ANY_WORKERS = PropertyName.MAP_RESUME_ANY_WORKERS
 
 
 def accepted(grade: Grade, r: ResumeRun) -> None:
@@ -43,7 +45,7 @@ def accepted(grade: Grade, r: ResumeRun) -> None:
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(MAP_ANY_WORKERS, EQUIVALENCE)
+@spec_property(MAP_ANY_WORKERS, EQUIVALENCE)
 def test_map_style_state_of_two_workers_resumes_with_one(loader_cls: type, grade: Grade) -> None:
     """Map-style, shuffled with a seeded generator, a state after 3 batches with 2 workers,
     loaded into a loader with 1 worker: accepted, the same stream.
@@ -66,7 +68,7 @@ def test_map_style_state_of_two_workers_resumes_with_one(loader_cls: type, grade
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(MAP_ANY_WORKERS, EQUIVALENCE)
+@spec_property(MAP_ANY_WORKERS, EQUIVALENCE)
 def test_map_style_state_of_one_worker_resumes_with_three(loader_cls: type, grade: Grade) -> None:
     """Map-style, a state at the end of epoch 0 with 1 worker, loaded into a loader with 3
     workers: accepted, epoch 1 whole.

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, checks, kwargs, play, spec_property
 from loaderspec.faultinject.events import Stop
 
-PROP = "NoDeadlock"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_DEADLOCK
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 @pytest.mark.parametrize("in_order", [True, False])
 def test_uneven_iterable_shards_are_all_drained(
     loader_cls: type, grade: Grade, in_order: bool
@@ -32,7 +34,7 @@ def test_uneven_iterable_shards_are_all_drained(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 def test_more_workers_than_batches_ends(loader_cls: type, grade: Grade) -> None:
     """3 workers, prefetch 3, only 2 batches: both come, then StopIteration.
 

@@ -4,14 +4,16 @@ iter() starts the next epoch: next() after the end raises StopIteration again.""
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, checks, kwargs, play, spec_property
 from loaderspec.faultinject.events import Stop
 
-PROP = "NoDeliveryAfterShutdown"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_DELIVERY_AFTER_SHUTDOWN
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 @pytest.mark.parametrize("persistent", [False, True])
 def test_exhausted_iterator_keeps_raising_stopiteration(
     loader_cls: type, grade: Grade, persistent: bool
@@ -39,11 +41,11 @@ def test_exhausted_iterator_keeps_raising_stopiteration(
             PROP, "StopIteration on each of 3 later next() calls", f"{[e.name for e in after]}"
         )
     if r.batches() != [[0, 1], [2, 3], [4, 5]]:
-        grade.fail("ExactlyOnce", "[[0, 1], [2, 3], [4, 5]]", f"{r.batches()}")
+        grade.fail(PropertyName.EXACTLY_ONCE, "[[0, 1], [2, 3], [4, 5]]", f"{r.batches()}")
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 def test_exhausted_iterable_shards_keep_raising_stopiteration(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -78,5 +80,9 @@ def test_exhausted_iterable_shards_keep_raising_stopiteration(
                 f"{[e.name for e in after]}",
             )
         if len(first) != 4 or sorted(r.items(epoch)) != first:
-            grade.fail("ExactlyOnce", f"the 4 items {first} in epoch {epoch}", f"{r.items(epoch)}")
+            grade.fail(
+                PropertyName.EXACTLY_ONCE,
+                f"the 4 items {first} in epoch {epoch}",
+                f"{r.items(epoch)}",
+            )
     checks.nothing_left(grade, r)

@@ -8,15 +8,17 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
-from loaderspec.conformance.harness import Grade, Leave, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, Leave, checks, kwargs, play, spec_property
 from loaderspec.faultinject.events import Dropped, Stop
 
-PROP = "NoDispatchAfterEnd"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_DISPATCH_AFTER_END
 TAKEN = 3  # batches handed out before the user leaves
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize(
     ("how", "persistent"), [("drop", False), ("break", True)], ids=["drop", "break-persistent"]
 )
@@ -49,7 +51,7 @@ def test_leaving_an_epoch_sends_no_more_of_it(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "NoDeliveryAfterShutdown")
+@spec_property(PROP, PropertyName.NO_DELIVERY_AFTER_SHUTDOWN)
 @pytest.mark.parametrize("persistent", [False, True])
 def test_nothing_is_fetched_after_stopiteration(
     loader_cls: type, grade: Grade, persistent: bool
@@ -69,7 +71,9 @@ def test_nothing_is_fetched_after_stopiteration(
     r = play(loader_cls, n=n, records=True, calls_after_stop=3, kwargs=args)
     stop = r.first(Stop)
     if stop is None:
-        grade.fail("NoDeliveryAfterShutdown", "an epoch ending in StopIteration", r.last())
+        grade.fail(
+            PropertyName.NO_DELIVERY_AFTER_SHUTDOWN, "an epoch ending in StopIteration", r.last()
+        )
         return
     fetched = sorted(f.index for f in r.fetches if f.event == "fetch")
     late = sorted(f.index for f in r.fetches if f.event == "fetch" and f.t > stop.t)

@@ -4,13 +4,15 @@ mode."""
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, SkewWorker, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, SkewWorker, checks, kwargs, play, spec_property
 
-PROP = "NoDuplicateDelivery"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_DUPLICATE_DELIVERY
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 @pytest.mark.parametrize(("workers", "prefetch"), [(2, 1), (3, 2)])
 def test_out_of_order_delivery_is_a_permutation(
     loader_cls: type, grade: Grade, workers: int, prefetch: int
@@ -33,11 +35,11 @@ def test_out_of_order_delivery_is_a_permutation(
     if dups:
         grade.fail(PROP, "each batch once", f"duplicated {dups}")
     if sorted(got) != expected:
-        grade.fail("ExactlyOnce", f"a permutation of {expected}", f"{got}")
+        grade.fail(PropertyName.EXACTLY_ONCE, f"a permutation of {expected}", f"{got}")
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 def test_iterable_out_of_order_delivery_is_a_permutation(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, in_order=False, skewed: every item exactly once.
 
@@ -56,5 +58,5 @@ def test_iterable_out_of_order_delivery_is_a_permutation(loader_cls: type, grade
     if len(items) != len(set(items)):
         grade.fail(PROP, "each item once", f"{sorted(items)}")
     if sorted(items) != expected:
-        grade.fail("ExactlyOnce", f"{expected}", f"{sorted(items)}")
+        grade.fail(PropertyName.EXACTLY_ONCE, f"{expected}", f"{sorted(items)}")
     checks.nothing_left(grade, r)

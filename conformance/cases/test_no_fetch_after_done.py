@@ -6,10 +6,21 @@ from __future__ import annotations
 from typing import Literal
 
 import pytest
-from loaderspec.conformance.harness import Await, Grade, Leave, Run, checks, kwargs, play
+from loaderspec.conformance.harness import (
+    Await,
+    Grade,
+    Leave,
+    Run,
+    checks,
+    kwargs,
+    play,
+    spec_property,
+)
 from loaderspec.faultinject.events import Dropped, Event, LoaderDropped
 
-PROP = "NoFetchAfterDone"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_FETCH_AFTER_DONE
 
 # Every fetch takes this long: a worker that ignores the done event starts its next queued fetch
 # about this long after shutdown began; one that obeys it started its last fetch before (a fetch
@@ -48,7 +59,7 @@ def _no_fetch_after(grade: Grade, r: Run, shutdown: Event | None, what: str) -> 
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_workers_fetch_nothing_once_shutdown_began(loader_cls: type, grade: Grade) -> None:
     """Slow fetches with tasks queued at every worker: once the iterator is dropped, no worker
     starts another fetch.
@@ -63,7 +74,7 @@ def test_workers_fetch_nothing_once_shutdown_began(loader_cls: type, grade: Grad
     _no_fetch_after(grade, r, r.first(Dropped), "drop of the iterator")
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_persistent_workers_fetch_nothing_once_the_loader_is_dropped(
     loader_cls: type, grade: Grade
 ) -> None:

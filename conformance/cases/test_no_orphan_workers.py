@@ -15,12 +15,15 @@ from loaderspec.conformance.harness import (
     Sleep,
     checks,
     play,
+    spec_property,
     workers,
 )
 from loaderspec.faultinject.events import Awaited
 from loaderspec.faultinject.plans import BUSY_S, WorkerState, parent_dies_while
 
-PROP = "NoOrphanWorkers"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_ORPHAN_WORKERS
 
 
 def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
@@ -42,7 +45,7 @@ def _grade_orphans(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
     checks.orphans_exit(grade, r, what)
 
 
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 @pytest.mark.parametrize(
     "state",
     [
@@ -72,7 +75,7 @@ def test_workers_exit_after_the_loader_process_is_sigkilled(
     _grade_orphans(loader_cls, grade, r, f"{state} workers")
 
 
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 def test_busy_iterable_workers_exit_after_the_loader_process_is_sigkilled(
     loader_cls: type, grade: Grade
 ) -> None:

@@ -5,15 +5,25 @@ luck (the later batches are ready long before the late one)."""
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, SkewWorker, Sleep, checks, kwargs, play
+from loaderspec.conformance.harness import (
+    Grade,
+    SkewWorker,
+    Sleep,
+    checks,
+    kwargs,
+    play,
+    spec_property,
+)
 
-PROP = "InOrderDelivery"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.IN_ORDER_DELIVERY
 LATE_S = 2.0  # the first batch's delay: > 10 x any stall threshold worth having
 SKEW_S = 0.5  # a slow worker's delay per item
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_a_late_first_batch_is_waited_for_not_overtaken(loader_cls: type, grade: Grade) -> None:
     """Map-style, 2 workers, in_order=True: item 0 takes 2 s, every other item none; the batches
     still come out 0, 1, 2, ... (the later ones wait in the reorder buffer).
@@ -35,7 +45,7 @@ def test_a_late_first_batch_is_waited_for_not_overtaken(loader_cls: type, grade:
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_a_slow_iterable_worker_is_not_overtaken(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, 2 workers, in_order=True: worker 0 takes 0.5 s per item, worker 1 none;
     batches still alternate worker 0, worker 1 (round robin), never two of worker 1's in a row.

@@ -4,15 +4,26 @@ StopIteration) was handed out, as its batch or its error, or retired by its work
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import MUST_BOUND_S, Die, Grade, checks, kwargs, play, workers
+from loaderspec.conformance.harness import (
+    MUST_BOUND_S,
+    Die,
+    Grade,
+    checks,
+    kwargs,
+    play,
+    spec_property,
+    workers,
+)
 from loaderspec.conformance.harness.drawn import MORE_EXAMPLES, QUICK_EXAMPLES, check_drawn, played
 from loaderspec.conformance.harness.schedules import DEADLINE_S, DrawnFault, judge, picks, schedules
 
-PROP = "NoSilentLoss"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_SILENT_LOSS
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_epoch_does_not_end_quietly_after_worker_death(loader_cls: type, grade: Grade) -> None:
     """Map-style: after a worker died, iterating on never ends in StopIteration with items lost.
 
@@ -34,7 +45,7 @@ def test_epoch_does_not_end_quietly_after_worker_death(loader_cls: type, grade: 
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_iterable_epoch_does_not_end_quietly_after_worker_death(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -58,13 +69,13 @@ def test_iterable_epoch_does_not_end_quietly_after_worker_death(
 
 
 ALL_MUSTS = (
-    "NoDuplicateDelivery",
-    "InOrderDelivery",
-    "ExactlyOnce",
-    "WorkerDeathRaises",
-    "IterationTerminates",
-    "NoOrphanWorkers",
-    "ShutdownCompletes",
+    PropertyName.NO_DUPLICATE_DELIVERY,
+    PropertyName.IN_ORDER_DELIVERY,
+    PropertyName.EXACTLY_ONCE,
+    PropertyName.WORKER_DEATH_RAISES,
+    PropertyName.ITERATION_TERMINATES,
+    PropertyName.NO_ORPHAN_WORKERS,
+    PropertyName.SHUTDOWN_COMPLETES,
 )
 
 
@@ -89,7 +100,7 @@ def _drawn_faults(loader_cls: type, grade: Grade, examples: int) -> None:
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, *ALL_MUSTS)
+@spec_property(PROP, *ALL_MUSTS)
 def test_drawn_fault_schedules_keep_every_must(loader_cls: type, grade: Grade) -> None:
     """A few drawn fault schedules (a worker killed in a fetch, in collate, idle or blocked
     writing; a hang with a timeout; a raise; the loader's process killed; at a drawn item of a
@@ -105,7 +116,7 @@ def test_drawn_fault_schedules_keep_every_must(loader_cls: type, grade: Grade) -
     _drawn_faults(loader_cls, grade, QUICK_EXAMPLES + 1)
 
 
-@pytest.mark.spec_property(PROP, *ALL_MUSTS)
+@spec_property(PROP, *ALL_MUSTS)
 def test_more_drawn_fault_schedules_keep_every_must(loader_cls: type, grade: Grade) -> None:
     """More drawn fault schedules than the quick selection plays: every MUST property holds on
     each (as in test_drawn_fault_schedules_keep_every_must).

@@ -4,9 +4,19 @@ later one."""
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, Leave, SkewWorker, checks, kwargs, play
+from loaderspec.conformance.harness import (
+    Grade,
+    Leave,
+    SkewWorker,
+    checks,
+    kwargs,
+    play,
+    spec_property,
+)
 
-PROP = "NoStaleEpochDelivery"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_STALE_EPOCH_DELIVERY
 
 
 def _check_epoch(grade: Grade, pairs: list[tuple[int, int]], epoch: int, n: int) -> None:
@@ -14,11 +24,13 @@ def _check_epoch(grade: Grade, pairs: list[tuple[int, int]], epoch: int, n: int)
     if stale:
         grade.fail(PROP, f"only items fetched in epoch {epoch}", f"stale items {stale[:6]}")
     if sorted(i for i, _ in pairs) != list(range(n)):
-        grade.fail("ExactlyOnce", f"items 0..{n - 1} in epoch {epoch}", f"{sorted(pairs)}")
+        grade.fail(
+            PropertyName.EXACTLY_ONCE, f"items 0..{n - 1} in epoch {epoch}", f"{sorted(pairs)}"
+        )
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 @pytest.mark.parametrize("in_order", [True, False])
 def test_abandoned_epoch_leaves_nothing_stale_for_the_next(
     loader_cls: type, grade: Grade, in_order: bool
@@ -44,7 +56,7 @@ def test_abandoned_epoch_leaves_nothing_stale_for_the_next(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 @pytest.mark.parametrize("persistent", [True, False])
 def test_many_epochs_are_each_complete_and_fresh(
     loader_cls: type, grade: Grade, persistent: bool

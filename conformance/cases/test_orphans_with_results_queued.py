@@ -16,14 +16,17 @@ from loaderspec.conformance.harness import (
     Plan,
     checks,
     play,
+    spec_property,
 )
 from loaderspec.conformance.harness import workers as worker_kind
 
-PROP = "NoOrphanWorkers"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.NO_ORPHAN_WORKERS
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 def test_iterable_workers_with_results_queued_exit_after_the_parent_dies(
     loader_cls: type, grade: Grade
 ) -> None:

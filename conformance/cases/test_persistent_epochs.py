@@ -13,9 +13,12 @@ from loaderspec.conformance.harness import (
     kwargs,
     needs_worker_processes,
     play,
+    spec_property,
 )
 from loaderspec.faultinject.driver import Run
 from loaderspec.faultinject.events import Error, Stop
+
+from loaderspec.vocabulary import PropertyName
 
 SHARD = 1_000_000  # FaultyIterable: item k of shard w is w * SHARD + k
 
@@ -25,14 +28,14 @@ def _whole_epoch(grade: Grade, r: Run, epoch: int, shards: tuple[int, ...]) -> N
     got = sorted(r.items(epoch))
     if got != want or not r.of(epoch, Stop) or r.of(epoch, Error):
         grade.fail(
-            "ExactlyOnce",
+            PropertyName.EXACTLY_ONCE,
             f"epoch {epoch} after an abandoned one: every item once ({want}) then StopIteration",
             f"{got} then {r.last(epoch)}",
         )
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property("ExactlyOnce", "NoStaleEpochDelivery")
+@spec_property(PropertyName.EXACTLY_ONCE, PropertyName.NO_STALE_EPOCH_DELIVERY)
 def test_abandoned_iterable_epoch_leaves_the_next_whole(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, 2 persistent workers, 3 epochs: epoch 0 left by `break` after one batch,
     epoch 1 by `del` after two; epoch 2 hands out every item of every shard once, and epoch 1
@@ -53,7 +56,7 @@ def test_abandoned_iterable_epoch_leaves_the_next_whole(loader_cls: type, grade:
     first = [[0, 1], [SHARD, SHARD + 1]]
     if r.batches(1) != first:
         grade.fail(
-            "ExactlyOnce",
+            PropertyName.EXACTLY_ONCE,
             f"epoch 1 (after epoch 0 was left) starting afresh: {first}",
             f"{r.batches(1)}",
         )
@@ -66,11 +69,13 @@ def _raised_or_whole(grade: Grade, r: Run, epoch: int, whole: int) -> None:
     or handed out all `whole` batches then StopIteration (a loader that restarts workers)."""
     errors = r.of(epoch, Error)
     if errors:
-        grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0].dt, "idle death raised")
+        grade.bounded(
+            PropertyName.WORKER_DEATH_RAISES, "death_reported_s", errors[0].dt, "idle death raised"
+        )
         return
     if not r.of(epoch, Stop) or len(r.batches(epoch)) != whole:
         grade.fail(
-            "WorkerDeathRaises",
+            PropertyName.WORKER_DEATH_RAISES,
             f"epoch {epoch} after a worker died between epochs: an error, or {whole} batches"
             " then StopIteration",
             f"{len(r.batches(epoch))} batches then {r.last(epoch)}",
@@ -79,7 +84,9 @@ def _raised_or_whole(grade: Grade, r: Run, epoch: int, whole: int) -> None:
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property("WorkerDeathRaises", "IterationTerminates", "ExactlyOnce")
+@spec_property(
+    PropertyName.WORKER_DEATH_RAISES, PropertyName.ITERATION_TERMINATES, PropertyName.EXACTLY_ONCE
+)
 def test_death_between_persistent_epochs_is_reported_by_the_next(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -98,15 +105,15 @@ def test_death_between_persistent_epochs_is_reported_by_the_next(
         kill_worker_before_epoch=1,
         stop_at_fatal=True,
         kwargs=kwargs(2, 2, batch_size=2, persistent_workers=True),
-        must="WorkerDeathRaises",
+        must=PropertyName.WORKER_DEATH_RAISES,
     )
     if r.batches(0) != [[0, 1], [2, 3], [4, 5], [6, 7]] or not r.of(0, Stop):
-        grade.fail("ExactlyOnce", "epoch 0 whole", f"{r.batches(0)} then {r.last(0)}")
+        grade.fail(PropertyName.EXACTLY_ONCE, "epoch 0 whole", f"{r.batches(0)} then {r.last(0)}")
     _raised_or_whole(grade, r, 1, 4)
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property("WorkerDeathRaises", "IterationTerminates")
+@spec_property(PropertyName.WORKER_DEATH_RAISES, PropertyName.ITERATION_TERMINATES)
 def test_death_after_an_abandoned_iterable_epoch_is_reported(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -126,7 +133,7 @@ def test_death_after_an_abandoned_iterable_epoch_is_reported(
         kill_worker_before_epoch=1,
         stop_at_fatal=True,
         kwargs=kwargs(2, 1, batch_size=2, persistent_workers=True),
-        must="WorkerDeathRaises",
+        must=PropertyName.WORKER_DEATH_RAISES,
     )
     _raised_or_whole(grade, r, 1, 4)
     checks.nothing_left(grade, r)

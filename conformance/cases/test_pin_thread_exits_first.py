@@ -12,13 +12,16 @@ from loaderspec.conformance.harness import (
     kwargs,
     play,
     shutdown_s,
+    spec_property,
 )
 from loaderspec.faultinject.events import Batch
 
-PROP = "PinThreadExitsFirst"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.PIN_THREAD_EXITS_FIRST
 
 
-@pytest.mark.spec_property(PROP, "ShutdownCompletes")
+@spec_property(PROP, PropertyName.SHUTDOWN_COMPLETES)
 @pytest.mark.parametrize("persistent", [False, True])
 def test_pinned_batches_and_clean_shutdown_after_break(
     loader_cls: type, grade: Grade, persistent: bool
@@ -40,12 +43,15 @@ def test_pinned_batches_and_clean_shutdown_after_break(
         leave={0: Leave("break", 2)},
         setup=accelerator.load,
         kwargs=kwargs(2, 2, batch_size=2, pin_memory=True, persistent_workers=persistent),
-        must="ShutdownCompletes",
+        must=PropertyName.SHUTDOWN_COMPLETES,
     )
     pinned = [bool(e.pinned) for e in r.of(0, Batch)]
     if not pinned or not all(pinned):
         grade.non_strict(PROP, None, f"pin_memory=True, yet is_pinned per batch: {pinned}")
     checks.nothing_left(grade, r)
     grade.bounded(
-        "ShutdownCompletes", "shutdown_s", shutdown_s(loader_cls, r), "shutdown with pinning"
+        PropertyName.SHUTDOWN_COMPLETES,
+        "shutdown_s",
+        shutdown_s(loader_cls, r),
+        "shutdown with pinning",
     )

@@ -6,14 +6,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from loaderspec.conformance.harness import Grade, Leave, Run, checks, play
+from loaderspec.conformance.harness import Grade, Leave, Run, checks, play, spec_property
 
-PROP = "PrefetchBound"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.PREFETCH_BOUND
 STEPS = 6  # batches consumed, slowly
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize(("workers", "prefetch"), [(1, 1), (2, 1), (2, 3), (3, 2)])
 def test_fetches_never_run_ahead_of_consumption_by_more_than_the_window(
     loader_cls: type, grade: Grade, workers: int, prefetch: int
@@ -29,7 +31,7 @@ def test_fetches_never_run_ahead_of_consumption_by_more_than_the_window(
     _check_window(grade, play(loader_cls, n=30, leave={0: Leave("drop", STEPS)}, **_paused(kwargs)))
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_iterable_fetches_never_run_ahead_of_the_window(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, 2 workers with long shards, a slow consumer: after c batches were taken,
     at most c + prefetch_factor * num_workers items have been read from the shards.

@@ -19,15 +19,18 @@ from loaderspec.conformance.harness import (
     kwargs,
     needs_worker_processes,
     play,
+    spec_property,
 )
 from loaderspec.faultinject.events import Batch, Error
 
-PROP = "PromptFaultHandling"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.PROMPT_FAULT_HANDLING
 BUSY_S = 0.3  # how long the worker works on the item before it dies
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "WorkerDeathRaises")
+@spec_property(PROP, PropertyName.WORKER_DEATH_RAISES)
 def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Grade) -> None:
     """The main process is blocked in next() on item 0 when its worker dies: next() raises
     within 0.5 s of the death.
@@ -45,9 +48,11 @@ def test_death_is_reported_promptly_while_next_waits(loader_cls: type, grade: Gr
     )
     errors = r.of(0, Error)
     if not errors:
-        grade.fail("WorkerDeathRaises", "an error for the dead worker", f"{r.batches()}")
+        grade.fail(
+            PropertyName.WORKER_DEATH_RAISES, "an error for the dead worker", f"{r.batches()}"
+        )
     grade.bounded(
-        "WorkerDeathRaises",
+        PropertyName.WORKER_DEATH_RAISES,
         "death_reported_s",
         max(0.0, errors[0].dt - BUSY_S),
         "worker death raised from a waiting next()",
@@ -59,7 +64,7 @@ SLOW_START_S = 1.5  # worker 1 takes this long over each fetch
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "IterationTerminates")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES)
 def test_first_batch_does_not_wait_for_a_slow_worker(loader_cls: type, grade: Grade) -> None:
     """Worker 1 is slow (1.5 s per fetch): the first batch is handed out as soon as it is made,
     not once the other workers' batches are too.
@@ -81,8 +86,10 @@ def test_first_batch_does_not_wait_for_a_slow_worker(loader_cls: type, grade: Gr
     first = r.first(Batch)
     made = [f.t for f in r.fetches if f.event == "fetched" and f.index == 0]
     if first is None or not made:
-        grade.fail("IterationTerminates", "item 0 made and handed out", f"{r.last()}")
+        grade.fail(PropertyName.ITERATION_TERMINATES, "item 0 made and handed out", f"{r.last()}")
         return
     latency = max(0.0, first.t - made[0])
-    grade.bounded("IterationTerminates", "first_batch_latency_s", latency, "the first batch")
+    grade.bounded(
+        PropertyName.ITERATION_TERMINATES, "first_batch_latency_s", latency, "the first batch"
+    )
     checks.nothing_left(grade, r)

@@ -10,7 +10,7 @@ NCCL's 30-minute timeout, and the case FAILs naming the ranks and their counts
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.ranks import (
     EVEN,
     PARTITION,
@@ -24,7 +24,7 @@ from loaderspec.conformance.harness.ranks import (
 
 @pytest.mark.quick
 @pytest.mark.iterators(3 * 3)  # 3 ranks, 3 epochs each
-@pytest.mark.spec_property(EVEN, PARTITION)
+@spec_property(EVEN, PARTITION)
 def test_every_rank_steps_the_same_number_of_batches(loader_cls: type, grade: Grade) -> None:
     """3 ranks, 10 items (not a multiple of 3) behind DistributedSampler, batch size 1, 1 worker,
     3 epochs: every rank hands out 4 batches an epoch (the sampler pads), each step's all_reduce

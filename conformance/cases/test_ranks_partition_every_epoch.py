@@ -9,7 +9,7 @@ or 3 ranks at once, each a process of a gloo group over loopback, with a real al
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.ranks import (
     EVEN,
     PARTITION,
@@ -22,9 +22,11 @@ from loaderspec.conformance.harness.ranks import (
     same_permutation,
 )
 
+from loaderspec.vocabulary import PropertyName
+
 
 @pytest.mark.iterators(3 * 3)  # up to 3 ranks, 3 epochs each
-@pytest.mark.spec_property(PARTITION, EVEN, PERMUTATION)
+@spec_property(PARTITION, EVEN, PERMUTATION)
 @pytest.mark.parametrize(
     "world", [pytest.param(2, marks=pytest.mark.quick), pytest.param(3)], ids=["2", "3"]
 )
@@ -51,7 +53,7 @@ def test_map_style_ranks_split_every_epoch_between_them(
 
 @pytest.mark.quick
 @pytest.mark.iterators(3 * 2)  # 3 ranks, 2 epochs each
-@pytest.mark.spec_property(PARTITION, EVEN)
+@spec_property(PARTITION, EVEN)
 def test_iterable_shards_by_rank_and_worker_cover_every_item_once(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -72,7 +74,7 @@ def test_iterable_shards_by_rank_and_worker_cover_every_item_once(
 
 
 @pytest.mark.iterators(2 * 4)  # 2 ranks, 3 epochs and a resume each
-@pytest.mark.spec_property(PARTITION, PERMUTATION, EVEN, "ResumeEquivalence")
+@spec_property(PARTITION, PERMUTATION, EVEN, PropertyName.RESUME_EQUIVALENCE)
 def test_each_rank_resumed_from_its_own_state_keeps_its_share(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -95,7 +97,7 @@ def test_each_rank_resumed_from_its_own_state_keeps_its_share(
 
 
 @pytest.mark.iterators(2 * 3)  # 2 ranks, 2 epochs and a resume each
-@pytest.mark.spec_property(PARTITION, EVEN, "ResumeEquivalence")
+@spec_property(PARTITION, EVEN, PropertyName.RESUME_EQUIVALENCE)
 def test_each_rank_resumed_iterable_keeps_its_share(loader_cls: type, grade: Grade) -> None:
     """2 ranks, an IterableDataset that shards itself by rank and by get_worker_info(), 2
     workers each, 2 epochs; after 2 batches of epoch 1 every rank checkpoints its loader, drops

@@ -7,7 +7,7 @@ Checked by the suite only, on a gloo group of ranks (`conformance.harness.ranks`
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.ranks import (
     EVEN,
     PARTITION,
@@ -23,7 +23,7 @@ from loaderspec.conformance.harness.ranks import (
 
 @pytest.mark.quick
 @pytest.mark.iterators(2 * 3)  # 2 ranks, 3 epochs each
-@pytest.mark.spec_property(PERMUTATION, PARTITION, EVEN)
+@spec_property(PERMUTATION, PARTITION, EVEN)
 def test_set_epoch_reshuffles_every_rank_alike_with_persistent_workers(
     loader_cls: type, grade: Grade
 ) -> None:

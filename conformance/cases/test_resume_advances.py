@@ -7,7 +7,7 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     ADVANCES,
     MOST_ITERATORS,
@@ -18,10 +18,12 @@ from loaderspec.conformance.harness.resume import (
     same_stream,
 )
 
+from loaderspec.vocabulary import PropertyName
+
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(ADVANCES, "ResumeEquivalence")
+@spec_property(ADVANCES, PropertyName.RESUME_EQUIVALENCE)
 def test_a_state_taken_soon_after_a_resume_is_later_than_the_loaded_one(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -45,7 +47,7 @@ def test_a_state_taken_soon_after_a_resume_is_later_than_the_loaded_one(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(ADVANCES, "ResumeEquivalence")
+@spec_property(ADVANCES, PropertyName.RESUME_EQUIVALENCE)
 @pytest.mark.parametrize(("persistent", "iterable"), [(True, False), (False, False), (True, True)])
 def test_every_epoch_after_the_resumed_one_is_whole(
     loader_cls: type, grade: Grade, persistent: bool, iterable: bool

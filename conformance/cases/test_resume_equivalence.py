@@ -8,7 +8,7 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, Raise, kwargs
+from loaderspec.conformance.harness import Grade, Raise, kwargs, spec_property
 from loaderspec.conformance.harness.drawn import QUICK_EXAMPLES, check_drawn
 from loaderspec.conformance.harness.resume import (
     ADVANCES,
@@ -138,7 +138,7 @@ def _drawn(loader_cls: type, grade: Grade, examples: int, picks: tuple[ResumePla
 
 @pytest.mark.quick
 @pytest.mark.iterators(drawn_iterators(QUICK_EXAMPLES, PICKS))
-@pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE)
+@spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE)
 def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -161,7 +161,7 @@ def test_resumed_run_hands_out_what_an_uninterrupted_one_does(
 
 
 @pytest.mark.iterators(drawn_iterators(MORE_RESUME_EXAMPLES, PICKS[:1] + USER_PICKS))
-@pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE, ADVANCES)
+@spec_property(EQUIVALENCE, HANDED_OUT, IMMUTABLE, ADVANCES)
 def test_resumed_run_matches_for_more_drawn_configurations(loader_cls: type, grade: Grade) -> None:
     """More drawn configurations and checkpoint moments than the quick selection plays, and
     picks with the user's own state (a dataset that is its own iterator, an epoch counter, an

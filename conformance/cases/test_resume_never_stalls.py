@@ -9,7 +9,7 @@ case as a hang would (past the scenario's deadline) without waiting for it.
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     MOST_ITERATORS,
@@ -20,7 +20,9 @@ from loaderspec.conformance.harness.resume import (
     same_stream,
 )
 
-STALLS = "ResumeNeverStalls"
+from loaderspec.vocabulary import PropertyName
+
+STALLS = PropertyName.RESUME_NEVER_STALLS
 # The loaders' timeout: far above a batch's time on a loaded machine (a correct loader never
 # meets it), short enough that a broken loader's stall costs seconds.
 TIMEOUT_S = 6
@@ -28,7 +30,7 @@ TIMEOUT_S = 6
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(STALLS, EQUIVALENCE)
+@spec_property(STALLS, EQUIVALENCE)
 def test_resumed_map_style_epoch_ends_without_a_timeout(loader_cls: type, grade: Grade) -> None:
     """Map-style, 2 workers, timeout 6 s: resumed after 3 of 8 batches, the epoch hands out the
     other 5 and raises StopIteration (not the timeout: nothing it waits for was skipped).
@@ -49,7 +51,7 @@ def test_resumed_map_style_epoch_ends_without_a_timeout(loader_cls: type, grade:
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(STALLS, EQUIVALENCE)
+@spec_property(STALLS, EQUIVALENCE)
 def test_resumed_iterable_epoch_ends_without_a_timeout(loader_cls: type, grade: Grade) -> None:
     """IterableDataset, shards of 4 and 3 items, 2 workers, timeout 6 s: resumed after 2
     batches, the epoch hands out the rest and raises StopIteration.

@@ -8,7 +8,7 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     MOST_ITERATORS,
     TOPOLOGY,
@@ -19,10 +19,12 @@ from loaderspec.conformance.harness.resume import (
     topology,
 )
 
+from loaderspec.vocabulary import PropertyName
+
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(TOPOLOGY, "ResumeEquivalence")
+@spec_property(TOPOLOGY, PropertyName.RESUME_EQUIVALENCE)
 @pytest.mark.parametrize(("before", "after"), [(2, 1), (1, 3), (2, 0)])
 def test_map_style_resumed_with_other_workers_continues_or_says_why(
     loader_cls: type, grade: Grade, before: int, after: int
@@ -47,7 +49,7 @@ def test_map_style_resumed_with_other_workers_continues_or_says_why(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(TOPOLOGY, "ResumeEquivalence")
+@spec_property(TOPOLOGY, PropertyName.RESUME_EQUIVALENCE)
 def test_iterable_resumed_with_other_workers_continues_or_says_why(
     loader_cls: type, grade: Grade
 ) -> None:

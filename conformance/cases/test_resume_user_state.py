@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     ADVANCES,
     EQUIVALENCE,
@@ -23,6 +23,8 @@ from loaderspec.conformance.harness.resume import (
     play_resume,
     same_stream,
 )
+
+from loaderspec.vocabulary import PropertyName
 
 # The user's restart: torch.manual_seed(SEED) before every loader is built.
 SEED = 3
@@ -41,14 +43,14 @@ def quick(*values: object) -> object:
     return pytest.param(*values, marks=pytest.mark.quick)
 
 
-def _play(loader_cls: type, grade: Grade, prop: str, **plan: Any) -> None:
+def _play(loader_cls: type, grade: Grade, prop: PropertyName, **plan: Any) -> None:
     r = play_resume(loader_cls, ResumePlan(global_seed=SEED, **plan), must=prop)
     same_stream(grade, r, prop)
     nothing_left(grade, r)
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(EQUIVALENCE, HANDED_OUT)
+@spec_property(EQUIVALENCE, HANDED_OUT)
 @pytest.mark.parametrize(
     ("workers", "moment"), [quick(0, "mid-epoch"), quick(0, "after-iter"), (2, "mid-epoch")]
 )
@@ -79,7 +81,7 @@ def test_a_dataset_that_is_its_own_iterator_resumes_where_it_was(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE, ADVANCES)
+@spec_property(HANDED_OUT, EQUIVALENCE, ADVANCES)
 @pytest.mark.parametrize(
     ("user", "workers", "moment"),
     [
@@ -113,7 +115,7 @@ def test_a_dataset_state_advanced_at_an_epochs_end_is_kept(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(EQUIVALENCE)
+@spec_property(EQUIVALENCE)
 @pytest.mark.parametrize("workers", [quick(0), 2])
 def test_an_iterators_own_state_is_resumed(loader_cls: type, grade: Grade, workers: int) -> None:
     """An IterableDataset whose iter() returns an iterator with a state_dict of its own (a
@@ -138,7 +140,7 @@ def test_an_iterators_own_state_is_resumed(loader_cls: type, grade: Grade, worke
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(EQUIVALENCE)
+@spec_property(EQUIVALENCE)
 @pytest.mark.parametrize(
     ("user", "workers", "seed"),
     [quick("random_items", 0, None), ("random_items", 2, 9), quick("map_state", 2, None)],
@@ -172,7 +174,7 @@ def test_map_style_items_keep_their_values_after_a_resume(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(HANDED_OUT, EQUIVALENCE)
+@spec_property(HANDED_OUT, EQUIVALENCE)
 @pytest.mark.parametrize("workers", [quick(0), 2])
 def test_a_shuffle_from_the_global_rng_resumes_in_its_epochs_order(
     loader_cls: type, grade: Grade, workers: int
@@ -198,7 +200,7 @@ def test_a_shuffle_from_the_global_rng_resumes_in_its_epochs_order(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(EQUIVALENCE)
+@spec_property(EQUIVALENCE)
 @pytest.mark.parametrize(
     ("user", "workers"),
     [("stateful_sampler", 0), ("stateful_sampler", 2), ("seeded_sampler_iter", 2)],

@@ -23,14 +23,17 @@ from loaderspec.conformance.harness import (
     needs_worker_processes,
     play,
     shutdown_s,
+    spec_property,
 )
 from loaderspec.faultinject.events import Error, LoaderDropped
 
-PROP = "ShutdownCompletes"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.SHUTDOWN_COMPLETES
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize("how", ["drop", "break", "raise"])
 def test_leaving_an_epoch_early_stops_every_worker(
     loader_cls: type, grade: Grade, how: Literal["drop", "break", "raise"]
@@ -52,7 +55,7 @@ def test_leaving_an_epoch_early_stops_every_worker(
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 @pytest.mark.parametrize("in_order", [True, False])
 def test_dropping_a_persistent_loader_stops_its_workers(
     loader_cls: type, grade: Grade, in_order: bool
@@ -74,7 +77,7 @@ def test_dropping_a_persistent_loader_stops_its_workers(
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 def test_stuck_worker_is_terminated_at_shutdown(loader_cls: type, grade: Grade) -> None:
     """A worker hung inside __getitem__ does not stop the iterator's shutdown; it is terminated.
 
@@ -107,7 +110,7 @@ def _shutdown_graded(loader_cls: type, grade: Grade, r: Run, what: str) -> None:
     grade.bounded(PROP, "shutdown_s", shutdown_s(loader_cls, r), what)
 
 
-@pytest.mark.spec_property(PROP, "IterationTerminates")
+@spec_property(PROP, PropertyName.ITERATION_TERMINATES)
 def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade) -> None:
     """timeout=1 with a hung worker: the timeout error, then dropping the iterator kills it.
 
@@ -123,12 +126,14 @@ def test_timeout_then_drop_leaves_no_hung_worker(loader_cls: type, grade: Grade)
     )
     errors = r.of(0, Error)
     if not errors or "timed out" not in errors[0].text:
-        grade.fail("IterationTerminates", "a 'timed out' error", f"{[e.text for e in errors]}")
+        grade.fail(
+            PropertyName.ITERATION_TERMINATES, "a 'timed out' error", f"{[e.text for e in errors]}"
+        )
     checks.nothing_left(grade, r)
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 def test_dropping_an_iterator_with_large_results_in_flight_is_prompt(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -153,7 +158,7 @@ def test_dropping_an_iterator_with_large_results_in_flight_is_prompt(
     _shutdown_graded(loader_cls, grade, r, "shutdown with results in flight")
 
 
-@pytest.mark.spec_property(PROP, "PinThreadExitsFirst", "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PIN_THREAD_EXITS_FIRST, PropertyName.PROMPT_FAULT_HANDLING)
 def test_stuck_worker_with_the_pin_thread_is_terminated_at_shutdown(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -175,7 +180,7 @@ def test_stuck_worker_with_the_pin_thread_is_terminated_at_shutdown(
 LOADERS = 4
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_fd_count_stays_flat_across_persistent_pinned_loaders(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -205,7 +210,7 @@ def test_fd_count_stays_flat_across_persistent_pinned_loaders(
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "WorkerDeathRaises")
+@spec_property(PROP, PropertyName.WORKER_DEATH_RAISES)
 def test_worker_killed_holding_a_shared_batch_leaves_nothing(
     loader_cls: type, grade: Grade
 ) -> None:

@@ -6,7 +6,7 @@ For loaders with state_dict()/load_state_dict() (others SKIP); spec/DataLoaderCh
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, kwargs
+from loaderspec.conformance.harness import Grade, kwargs, spec_property
 from loaderspec.conformance.harness.resume import (
     EQUIVALENCE,
     IMMUTABLE,
@@ -22,7 +22,7 @@ from loaderspec.conformance.harness.resume import (
 
 @pytest.mark.quick
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(IMMUTABLE, EQUIVALENCE)
+@spec_property(IMMUTABLE, EQUIVALENCE)
 def test_a_state_taken_earlier_in_the_epoch_stays_as_returned(
     loader_cls: type, grade: Grade
 ) -> None:
@@ -47,7 +47,7 @@ def test_a_state_taken_earlier_in_the_epoch_stays_as_returned(
 
 
 @pytest.mark.iterators(MOST_ITERATORS)
-@pytest.mark.spec_property(IMMUTABLE, EQUIVALENCE)
+@spec_property(IMMUTABLE, EQUIVALENCE)
 def test_a_state_survives_pickle_and_the_loader_going_on(loader_cls: type, grade: Grade) -> None:
     """IterableDataset with a state of its own, 1 worker: the state taken after 2 batches pickles
     the same once 3 more batches were handed out and the loader was dropped, and resumes at the

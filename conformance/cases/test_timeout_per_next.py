@@ -4,14 +4,16 @@ user who takes time between next() calls (a training step), where every next() i
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, checks, kwargs, play
+from loaderspec.conformance.harness import Grade, checks, kwargs, play, spec_property
 from loaderspec.faultinject.events import Error, Stop
 
-PROP = "IterationTerminates"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.ITERATION_TERMINATES
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 def test_timeout_does_not_count_the_users_time_between_batches(
     loader_cls: type, grade: Grade
 ) -> None:

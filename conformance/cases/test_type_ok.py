@@ -4,13 +4,15 @@ protocol: its worker_info, its seed, the worker_init_fn call."""
 from __future__ import annotations
 
 import pytest
-from loaderspec.conformance.harness import Grade, checks, kwargs, play, workers
+from loaderspec.conformance.harness import Grade, checks, kwargs, play, spec_property, workers
 
-PROP = "TypeOK"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.TYPE_OK
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "ExactlyOnce")
+@spec_property(PROP, PropertyName.EXACTLY_ONCE)
 def test_worker_info_and_seeds_are_per_worker_and_per_epoch(loader_cls: type, grade: Grade) -> None:
     """3 workers, 2 epochs: worker_init_fn gets ids 0..2 once per worker, get_worker_info() agrees,
     seeds are distinct across workers and epochs and equal torch.initial_seed() in the worker.
@@ -51,12 +53,14 @@ def test_worker_info_and_seeds_are_per_worker_and_per_epoch(loader_cls: type, gr
         ]
         * 2
     ):
-        grade.fail("ExactlyOnce", "both epochs complete", f"{r.batches(0)}, {r.batches(1)}")
+        grade.fail(
+            PropertyName.EXACTLY_ONCE, "both epochs complete", f"{r.batches(0)}, {r.batches(1)}"
+        )
     checks.nothing_left(grade, r)
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_worker_init_fn_runs_before_the_worker_fetches(loader_cls: type, grade: Grade) -> None:
     """Each worker calls worker_init_fn once, before its first fetch.
 

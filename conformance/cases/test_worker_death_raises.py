@@ -18,13 +18,16 @@ from loaderspec.conformance.harness import (
     kwargs,
     needs_worker_processes,
     play,
+    spec_property,
 )
 
-PROP = "WorkerDeathRaises"
+from loaderspec.vocabulary import PropertyName
+
+PROP = PropertyName.WORKER_DEATH_RAISES
 
 
 @pytest.mark.quick
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 @pytest.mark.parametrize("in_order", [True, False])
 def test_worker_killed_before_fetch_raises(loader_cls: type, grade: Grade, in_order: bool) -> None:
     """A worker SIGKILLed inside __getitem__ makes next() raise an error naming the worker.
@@ -44,7 +47,7 @@ def test_worker_killed_before_fetch_raises(loader_cls: type, grade: Grade, in_or
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_iterable_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     """IterableDataset: a worker SIGKILLed at its third item makes next() raise.
 
@@ -63,7 +66,7 @@ def test_iterable_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_worker_killed_in_collate_raises(loader_cls: type, grade: Grade) -> None:
     """A worker SIGKILLed inside collate_fn makes next() raise.
 
@@ -82,7 +85,7 @@ def test_worker_killed_in_collate_raises(loader_cls: type, grade: Grade) -> None
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_worker_killed_while_blocked_on_full_pipe_raises(loader_cls: type, grade: Grade) -> None:
     """A worker SIGKILLed while it writes a result bigger than the pipe makes next() raise.
 
@@ -105,7 +108,7 @@ def test_worker_killed_while_blocked_on_full_pipe_raises(loader_cls: type, grade
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     """A worker SIGKILLed (by pid, from outside) while it waits for work makes next() raise.
 
@@ -125,7 +128,7 @@ def test_idle_worker_killed_raises(loader_cls: type, grade: Grade) -> None:
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP)
+@spec_property(PROP)
 def test_worker_sigtermed_raises(loader_cls: type, grade: Grade) -> None:
     """A worker that gets SIGTERM inside __getitem__ (not from the loader's own shutdown) makes
     next() raise an error naming the worker.
@@ -146,7 +149,7 @@ def test_worker_sigtermed_raises(loader_cls: type, grade: Grade) -> None:
     checks.nothing_left(grade, r)
 
 
-@pytest.mark.spec_property(PROP, "PromptFaultHandling")
+@spec_property(PROP, PropertyName.PROMPT_FAULT_HANDLING)
 def test_worker_death_while_next_waits_with_the_pin_thread_raises(
     loader_cls: type, grade: Grade
 ) -> None:

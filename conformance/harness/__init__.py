@@ -12,7 +12,12 @@ Faults are faultinject's (`faultinject.faults`). See docs/conformance.md, "Writi
 from __future__ import annotations
 
 from loaderspec.conformance.harness import accelerator, checks
-from loaderspec.conformance.harness.grading import MUST_BOUND_S, SHOULD_BOUND_S, Grade
+from loaderspec.conformance.harness.grading import (
+    MUST_BOUND_S,
+    SHOULD_BOUND_S,
+    Grade,
+    spec_property,
+)
 from loaderspec.conformance.harness.scenario import (
     DEADLINE_S,
     NO_WORKER_TO_KILL,
@@ -65,5 +70,6 @@ __all__ = [
     "needs_worker_processes",
     "play",
     "shutdown_s",
+    "spec_property",
     "workers",
 ]

@@ -38,6 +38,8 @@ from loaderspec.faultinject.driver import Leave, Plan, Run, describe
 from loaderspec.faultinject.events import Error, Len, Stop
 from torch.utils.data import DataLoader as TorchLoader
 
+from loaderspec.vocabulary import PropertyName
+
 __all__ = [
     "DROP_IN_ORDER",
     "MORE_PICKS",
@@ -363,7 +365,7 @@ def _compare_len(grade: Grade, cfg: Config, r: Run, replay: str) -> bool:
         seen = "no len event" if got is None else got.length
         if got is None and (error := r.first(Error, epoch=None)) is not None:
             seen = error.text
-        grade.fail("ExactlyOnce", f"len(loader) {want}, as torch's", f"{seen}{replay}")
+        grade.fail(PropertyName.EXACTLY_ONCE, f"len(loader) {want}, as torch's", f"{seen}{replay}")
         return False
     return True
 
@@ -377,7 +379,7 @@ def _compare_abandoned(grade: Grade, cfg: Config, r: Run, want: list[Any], repla
     )
     if not ok:
         grade.fail(
-            "ExactlyOnce",
+            PropertyName.EXACTLY_ONCE,
             f"epoch 0: torch's first {cfg.abandon} of {want}, then left",
             f"{got}{replay}",
         )
@@ -400,7 +402,7 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
             continue
         if not r.of(epoch, Stop) or r.of(epoch, Error):
             grade.fail(
-                "ExactlyOnce",
+                PropertyName.EXACTLY_ONCE,
                 f"epoch {epoch}: {len(want)} batches then StopIteration",
                 f"{got[:4]}... then {r.last(epoch)}{replay}",
             )
@@ -408,13 +410,17 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
         if not shuffled:
             ok = got == want if cfg.in_order else _sorted(got) == _sorted(want)
             if not ok:
-                grade.fail("ExactlyOnce", f"epoch {epoch}: torch's {want}", f"{got}{replay}")
+                grade.fail(
+                    PropertyName.EXACTLY_ONCE, f"epoch {epoch}: torch's {want}", f"{got}{replay}"
+                )
                 return
             continue
         # A shuffle: the same items in the same kind of batches, in some order.
         if sorted(items(got)) != sorted(items(want)) or len(got) != len(want):
             grade.fail(
-                "ExactlyOnce", f"epoch {epoch}: a permutation of torch's {want}", f"{got}{replay}"
+                PropertyName.EXACTLY_ONCE,
+                f"epoch {epoch}: a permutation of torch's {want}",
+                f"{got}{replay}",
             )
             return
         same_order = same_order and got == want
@@ -422,7 +428,7 @@ def compare(grade: Grade, cfg: Config, r: Run) -> None:
         orders = [items(r.batches(e)) for e in range(cfg.epochs)]
         if all(o == orders[0] for o in orders[1:]):
             grade.fail(
-                "ExactlyOnce",
+                PropertyName.EXACTLY_ONCE,
                 "shuffle: a different order in each epoch",
                 f"the same order in all {cfg.epochs} epochs{replay}",
             )
@@ -441,14 +447,16 @@ def _compare_workers(grade: Grade, cfg: Config, r: Run, seeds: list[int], replay
     starts = cfg.epochs if not cfg.persistent else 1
     if cfg.workers and not r.inits:
         grade.fail(
-            "TypeOK", f"worker_init_fn run in each of {cfg.workers} workers", f"never run{replay}"
+            PropertyName.TYPE_OK,
+            f"worker_init_fn run in each of {cfg.workers} workers",
+            f"never run{replay}",
         )
         return
     by_base: dict[int, list[int]] = {}
     for init in r.inits:
         if init.worker_id_arg != init.worker_id or init.num_workers != cfg.workers:
             grade.fail(
-                "TypeOK",
+                PropertyName.TYPE_OK,
                 f"worker_init_fn(id) == get_worker_info().id, num_workers {cfg.workers}",
                 f"{init}{replay}",
             )
@@ -457,14 +465,16 @@ def _compare_workers(grade: Grade, cfg: Config, r: Run, seeds: list[int], replay
     for base, ids in by_base.items():
         if len(ids) != len(set(ids)) or not set(ids) <= set(range(cfg.workers)):
             grade.fail(
-                "TypeOK",
+                PropertyName.TYPE_OK,
                 "each worker once per iterator, seed base_seed + id",
                 f"ids {sorted(ids)} with base seed {base}{replay}",
             )
             return
     if len(by_base) > starts:
         grade.fail(
-            "TypeOK", f"workers started {starts} time(s)", f"{len(by_base)} base seeds{replay}"
+            PropertyName.TYPE_OK,
+            f"workers started {starts} time(s)",
+            f"{len(by_base)} base seeds{replay}",
         )
         return
     if cfg.sampling == "shuffle_seeded" and r.inits and sorted(by_base) != sorted(seeds):

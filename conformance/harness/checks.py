@@ -27,7 +27,7 @@ from loaderspec.faultinject.events import (
 )
 from loaderspec.faultinject.sandbox import SandboxReport
 
-from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR
+from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR, PropertyName
 
 __all__ = [
     "death_reported",
@@ -50,7 +50,7 @@ __all__ = [
 _NAMES_THE_WORKER = re.compile(r"worker|\bpids?\b\W*\d+", re.IGNORECASE)
 
 
-def ended(grade: Grade, r: Run, must: str = "IterationTerminates") -> None:
+def ended(grade: Grade, r: Run, must: PropertyName = PropertyName.ITERATION_TERMINATES) -> None:
     """The scenario ended within its deadline (a hang is a violation of `must`) and did not
     raise outside the loader's calls."""
     report = r.report
@@ -109,7 +109,7 @@ def nothing_left(grade: Grade, r: Run) -> None:
     for e in r.of(None, AliveAfterDrop):
         if e.pids:
             grade.fail(
-                "ShutdownCompletes",
+                PropertyName.SHUTDOWN_COMPLETES,
                 f"the workers gone once the iterator of epoch {e.epoch} was dropped",
                 f"workers {list(e.pids)} alive {min(e.dt, MUST_BOUND_S):.0f} s later"
                 f"{named(r, list(e.pids))}" + (f" ({r.leak_note})" if r.leak_note else ""),
@@ -118,12 +118,20 @@ def nothing_left(grade: Grade, r: Run) -> None:
     left = leaks(r)
     if left:
         note = f" ({r.leak_note})" if r.leak_note else ""
-        grade.fail("ShutdownCompletes", "nothing left after the loader was dropped", left + note)
+        grade.fail(
+            PropertyName.SHUTDOWN_COMPLETES,
+            "nothing left after the loader was dropped",
+            left + note,
+        )
         return
     drops = [e.dt for e in r.of(None) if isinstance(e, Dropped | LoaderDropped)]
     slowest = max(drops, default=0.0)
     if slowest > MUST_BOUND_S:
-        grade.fail("ShutdownCompletes", f"shutdown within {MUST_BOUND_S:g} s", f"{slowest:.1f} s")
+        grade.fail(
+            PropertyName.SHUTDOWN_COMPLETES,
+            f"shutdown within {MUST_BOUND_S:g} s",
+            f"{slowest:.1f} s",
+        )
 
 
 def orphans_exit(grade: Grade, r: Run, what: str) -> None:
@@ -133,13 +141,18 @@ def orphans_exit(grade: Grade, r: Run, what: str) -> None:
     alive = [pid for pid, t in exits.items() if t is None]
     if alive:
         grade.fail(
-            "NoOrphanWorkers",
+            PropertyName.NO_ORPHAN_WORKERS,
             f"every worker gone within {MUST_BOUND_S:g} s of the parent's SIGKILL",
             f"workers {alive} still alive ({what}); killed by the harness{named(r, alive)}",
         )
         return
     slowest = max((t for t in exits.values() if t is not None), default=0.0)
-    grade.bounded("NoOrphanWorkers", "orphan_exit_s", slowest, f"{what} exiting after parent death")
+    grade.bounded(
+        PropertyName.NO_ORPHAN_WORKERS,
+        "orphan_exit_s",
+        slowest,
+        f"{what} exiting after parent death",
+    )
 
 
 def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str] = ()) -> None:
@@ -149,22 +162,24 @@ def death_reported(grade: Grade, r: Run, epoch: int = 0, ignore: Collection[str]
     errors = [e for e in r.of(epoch, Error) if e.type not in ignore]
     if not errors:
         grade.fail(
-            "WorkerDeathRaises",
+            PropertyName.WORKER_DEATH_RAISES,
             "an error whose message names the dead worker (the word 'worker' or 'pid <number>')",
             f"no error; {len(r.of(epoch, Batch))} batches then {r.last(epoch)}",
         )
         return
-    grade.bounded("WorkerDeathRaises", "death_reported_s", errors[0].dt, "worker death raised")
+    grade.bounded(
+        PropertyName.WORKER_DEATH_RAISES, "death_reported_s", errors[0].dt, "worker death raised"
+    )
     if not _NAMES_THE_WORKER.search(errors[0].text):
         grade.fail(
-            "WorkerDeathRaises",
+            PropertyName.WORKER_DEATH_RAISES,
             "an error whose message names the dead worker: it must contain the word 'worker' "
             "or 'pid <number>' (torch: 'DataLoader worker (pid 42) is killed by signal')",
             errors[0].text,
         )
 
 
-def raised(grade: Grade, call: Call | None, exc_type: str, text: str, prop: str) -> None:
+def raised(grade: Grade, call: Call | None, exc_type: str, text: str, prop: PropertyName) -> None:
     """`prop`: the `next()` result `call` is an error of type `exc_type` (the type the user
     catches, as recorded, not read off the message: "RuntimeError: Caught ValueError ..." is a
     RuntimeError) whose message contains `text`."""
@@ -200,12 +215,14 @@ def later_calls_fail_stop(grade: Grade, r: Run) -> None:
     grade.figure("slowest_later_next_s", slowest)
     if slowest > MUST_BOUND_S:
         grade.fail(
-            "IterationTerminates", f"later next() within {MUST_BOUND_S:g} s", f"{slowest:.1f} s"
+            PropertyName.ITERATION_TERMINATES,
+            f"later next() within {MUST_BOUND_S:g} s",
+            f"{slowest:.1f} s",
         )
         return
     if batches:
         grade.non_strict(
-            "FailStopAfterFatalError",
+            PropertyName.FAIL_STOP_AFTER_FATAL_ERROR,
             None,
             f"{len(batches)} batches handed out after the worker-death error",
         )
@@ -222,13 +239,13 @@ def no_silent_loss(grade: Grade, r: Run, tasks: Collection[Any], epoch: int = 0)
     missing = sorted(set(tasks) - set(r.items(epoch)))
     if missing and r.of(epoch, Error):
         grade.fail(
-            "NoSilentLoss",
+            PropertyName.NO_SILENT_LOSS,
             "no StopIteration while a task was never handed out",
             f"StopIteration with items {missing[:10]} never handed out",
         )
     elif missing:
         grade.fail(
-            "NoSilentLoss",
+            PropertyName.NO_SILENT_LOSS,
             "an error or every item",
             f"StopIteration without an error, items {missing[:10]} missing",
         )
@@ -240,17 +257,21 @@ def each_once(grade: Grade, r: Run, expected: Collection[Any], epoch: int = 0) -
     got = r.items(epoch)
     dups = sorted({x for x in got if got.count(x) > 1})
     if dups:
-        grade.fail("NoDuplicateDelivery", "each item once", f"epoch {epoch}: duplicated {dups}")
+        grade.fail(
+            PropertyName.NO_DUPLICATE_DELIVERY,
+            "each item once",
+            f"epoch {epoch}: duplicated {dups}",
+        )
         return
     if r.of(epoch, Stop) and sorted(got) != sorted(expected):
-        grade.fail("ExactlyOnce", f"epoch {epoch}: {sorted(expected)}", f"{got}")
+        grade.fail(PropertyName.EXACTLY_ONCE, f"epoch {epoch}: {sorted(expected)}", f"{got}")
 
 
 def in_order(grade: Grade, r: Run, epoch: int = 0) -> None:
     """InOrderDelivery for a map-style epoch over a sequential sampler: items ascending."""
     got = r.items(epoch)
     if got != sorted(got):
-        grade.fail("InOrderDelivery", f"epoch {epoch} in sampler order", f"{got}")
+        grade.fail(PropertyName.IN_ORDER_DELIVERY, f"epoch {epoch} in sampler order", f"{got}")
 
 
 def prefetch_window(kwargs: Mapping[str, Any]) -> int:
@@ -269,9 +290,13 @@ def prefetch_bound(grade: Grade, r: Run, steps: int) -> None:
         bound = step.consumed + window
         if step.fetched > bound:
             grade.fail(
-                "PrefetchBound",
+                PropertyName.PREFETCH_BOUND,
                 f"at most {bound} items fetched after {step.consumed} were consumed",
                 f"{step.fetched} fetched",
             )
     if len(paused) != steps:
-        grade.fail("PrefetchBound", f"{steps} batches consumed", f"{[e.name for e in r.calls()]}")
+        grade.fail(
+            PropertyName.PREFETCH_BOUND,
+            f"{steps} batches consumed",
+            f"{[e.name for e in r.calls()]}",
+        )

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from loaderspec.faultinject.driver import MUST_BOUND_S
 
-from loaderspec.vocabulary import Level, property_named
+from loaderspec.vocabulary import Level, PropertyName, property_named
 
 __all__ = [
     "FAIL",
@@ -34,18 +34,36 @@ __all__ = [
     "Grade",
     "Violation",
     "fail",
+    "spec_property",
 ]
 
 PASS, FAIL, NON_STRICT, SKIP = "PASS", "FAIL", "NON-STRICT", "SKIP"
 OUTCOMES = (PASS, FAIL, NON_STRICT, SKIP)
 
 SHOULD_BOUND_S = 0.5
-PROMPT = "PromptFaultHandling"
+PROMPT = PropertyName.PROMPT_FAULT_HANDLING
 
 
-def violation(prop: str, expected: str, actual: str) -> str:
+def spec_name(prop: PropertyName) -> str:
+    """``prop``'s spec name, what a report shows. Cases name properties by ``PropertyName``
+    member, so a misspelt one fails at import; a spec name given as a string is looked up too.
+
+    Raises:
+        ValueError: a string that names no property.
+    """
+    return PropertyName(prop).value
+
+
+def spec_property(*props: PropertyName) -> pytest.MarkDecorator:
+    """The ``spec_property`` marker of a case that checks ``props`` (their spec names: what the
+    plugin, the catalog and the report read)."""
+    return pytest.mark.spec_property(*(spec_name(p) for p in props))
+
+
+def violation(prop: PropertyName, expected: str, actual: str) -> str:
     """How a violated property reads: `Property (LEVEL): expected ...; actual ...`."""
-    return f"{prop} ({property_named(prop).level.value}): expected {expected}; actual {actual}"
+    name = spec_name(prop)
+    return f"{name} ({property_named(name).level.value}): expected {expected}; actual {actual}"
 
 
 class Violation(pytest.fail.Exception):  # type: ignore[name-defined]  # pytest.fail.Exception is set at run time: mypy sees no class
@@ -59,19 +77,20 @@ class Violation(pytest.fail.Exception):  # type: ignore[name-defined]  # pytest.
         self.property = prop
 
 
-def must(prop: str) -> str:
+def must(prop: PropertyName) -> str:
     """``prop``, a MUST property of the vocabulary: only a MUST's violation is a FAIL.
 
     Raises:
         ValueError: ``prop`` is a SHOULD (a deviation grades NON-STRICT: ``Grade.non_strict``),
             or no property of the vocabulary.
     """
-    if property_named(prop).level is not Level.MUST:
-        raise ValueError(f"{prop} is a SHOULD property: a deviation is NON-STRICT, not a FAIL")
-    return prop
+    name = spec_name(prop)
+    if property_named(name).level is not Level.MUST:
+        raise ValueError(f"{name} is a SHOULD property: a deviation is NON-STRICT, not a FAIL")
+    return name
 
 
-def fail(prop: str, expected: str, actual: str) -> None:
+def fail(prop: PropertyName, expected: str, actual: str) -> None:
     """Fail the running case: MUST property `prop` is violated.
 
     Raises:
@@ -108,33 +127,34 @@ class Grade:
         """Record a measured figure (shown in the report)."""
         self.figures.append(Figure(name, round(float(value), 3), unit))
 
-    def non_strict(self, prop: str, figure: float | None = None, detail: str = "") -> None:
+    def non_strict(self, prop: PropertyName, figure: float | None = None, detail: str = "") -> None:
         """Record that SHOULD property `prop` was not met (the case grades NON-STRICT).
 
         Raises:
             ValueError: `prop` is a MUST property (that is a FAIL: call `fail`).
         """
-        if property_named(prop).level is not Level.SHOULD:
-            raise ValueError(f"{prop} is a MUST property: a violation is a FAIL, not NON-STRICT")
+        name = spec_name(prop)
+        if property_named(name).level is not Level.SHOULD:
+            raise ValueError(f"{name} is a MUST property: a violation is a FAIL, not NON-STRICT")
         if figure is not None:
-            self.figure(f"{prop}", figure)
-        if prop not in self.non_strict_properties:
-            self.non_strict_properties.append(prop)
-        self.non_strict_notes.append(f"{prop}: {detail}" if detail else prop)
+            self.figure(name, figure)
+        if name not in self.non_strict_properties:
+            self.non_strict_properties.append(name)
+        self.non_strict_notes.append(f"{name}: {detail}" if detail else name)
 
     def should(self, what: str, detail: str) -> None:
         """Record that a SHOULD the spec gives no property (`what`, a drop-in's claim such as its
         order for a seeded generator) was not met: the case grades NON-STRICT, never FAIL."""
         self.non_strict_notes.append(f"{what} (SHOULD; no spec property): {detail}")
 
-    def fail(self, prop: str, expected: str, actual: str) -> None:
+    def fail(self, prop: PropertyName, expected: str, actual: str) -> None:
         """MUST property `prop` is violated: fail the case (or, collecting, record it)."""
         must(prop)
         if not self.collect:
             fail(prop, expected, actual)
         self.violations.append(violation(prop, expected, actual))
 
-    def bounded(self, must_prop: str, name: str, seconds: float | None, what: str) -> None:
+    def bounded(self, must_prop: PropertyName, name: str, seconds: float | None, what: str) -> None:
         """Grade a latency: <= 0.5 s PASS, <= 15 s NON-STRICT (PromptFaultHandling), else FAIL
         of `must_prop` (`seconds` None: it never happened within the bound)."""
         if seconds is None or seconds > MUST_BOUND_S:

@@ -39,6 +39,8 @@ from loaderspec.faultinject.rank_events import (
 )
 from loaderspec.faultinject.ranks import RankPlan, RankRun, expected_indices
 
+from loaderspec.vocabulary import PropertyName
+
 __all__ = [
     "EVEN",
     "PARTITION",
@@ -52,16 +54,16 @@ __all__ = [
     "same_permutation",
 ]
 
-EVEN = "RanksEvenBatchCounts"
-PARTITION = "RanksPartitionEveryEpoch"
-PERMUTATION = "RanksShareEpochPermutation"
+EVEN = PropertyName.RANKS_EVEN_BATCH_COUNTS
+PARTITION = PropertyName.RANKS_PARTITION_EVERY_EPOCH
+PERMUTATION = PropertyName.RANKS_SHARE_EPOCH_PERMUTATION
 # A group of 3 ranks with 2 workers each plays 3 epochs in well under a second; a rank left alone
 # in an all_reduce waits the plan's step timeout (3 s). The rest is margin for a loaded machine.
 RANKS_DEADLINE_S = 30.0
 
 
 def play_ranks(
-    loader_cls: type, plan: RankPlan, *, must: str = EVEN, deadline_s: float | None = None
+    loader_cls: type, plan: RankPlan, *, must: PropertyName = EVEN, deadline_s: float | None = None
 ) -> RankRun:
     """Play `plan` on its ranks (see the module docstring); SKIP, or FAIL `must`, as `play`. The
     deadline is `RANKS_DEADLINE_S`, and the seconds the loader declares an `iter()` takes to
@@ -228,7 +230,7 @@ def nothing_left(grade: Grade, r: RankRun) -> None:
     for e in r.of(None, None, WorkersLeft):
         if e.pids:
             grade.fail(
-                "ShutdownCompletes",
+                PropertyName.SHUTDOWN_COMPLETES,
                 f"rank {e.rank}'s workers gone once its loader was dropped",
                 f"workers {list(e.pids)} alive {min(e.dt, MUST_BOUND_S):.0f} s later"
                 + (f" ({r.leak_note})" if r.leak_note else ""),
@@ -238,4 +240,4 @@ def nothing_left(grade: Grade, r: RankRun) -> None:
     if r.port_listening:
         left = "; ".join(filter(None, [left, f"port {r.port} still listening"]))
     if left:
-        grade.fail("ShutdownCompletes", "nothing of the rank group left", left)
+        grade.fail(PropertyName.SHUTDOWN_COMPLETES, "nothing of the rank group left", left)

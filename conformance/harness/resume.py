@@ -39,6 +39,8 @@ from loaderspec.faultinject.faults import Raise
 from loaderspec.faultinject.resume import Cut, Moment, ResumePlan, ResumeRun
 from loaderspec.faultinject.resume_events import NoState, ResumeError, StateChanged, StateTaken
 
+from loaderspec.vocabulary import PropertyName
+
 __all__ = [
     "ADVANCES",
     "EQUIVALENCE",
@@ -61,12 +63,12 @@ __all__ = [
     "topology",
 ]
 
-EQUIVALENCE = "ResumeEquivalence"
-HANDED_OUT = "CheckpointIsHandedOut"
-IMMUTABLE = "SnapshotIsImmutable"
-LOAD = "LoadIsNeverIgnored"
-ADVANCES = "ResumeAdvances"
-TOPOLOGY = "ResumeTopologyExplicit"
+EQUIVALENCE = PropertyName.RESUME_EQUIVALENCE
+HANDED_OUT = PropertyName.CHECKPOINT_IS_HANDED_OUT
+IMMUTABLE = PropertyName.SNAPSHOT_IS_IMMUTABLE
+LOAD = PropertyName.LOAD_IS_NEVER_IGNORED
+ADVANCES = PropertyName.RESUME_ADVANCES
+TOPOLOGY = PropertyName.RESUME_TOPOLOGY_EXPLICIT
 NO_STATE = "the loader has no state_dict()/load_state_dict(): it cannot be checkpointed"
 # Up to four loaders one after the other (the uninterrupted one, then a segment per cut), each
 # a few epochs with up to 3 workers: a few seconds; the rest is margin for a loaded machine.
@@ -98,7 +100,7 @@ def play_resume(
     loader_cls: type,
     plan: ResumePlan,
     *,
-    must: str = EQUIVALENCE,
+    must: PropertyName = EQUIVALENCE,
     leaks: bool = True,
     skip_refused: bool = True,
     deadline_s: float | None = None,
@@ -174,7 +176,7 @@ def _injected(r: ResumeRun, e: ResumeError) -> bool:
     return e.at == "next" and e.type in kinds
 
 
-def same_stream(grade: Grade, r: ResumeRun, prop: str = EQUIVALENCE) -> None:
+def same_stream(grade: Grade, r: ResumeRun, prop: PropertyName = EQUIVALENCE) -> None:
     """`prop`: the interrupted run hands out, epoch by epoch, what the uninterrupted one did."""
     plan = r.plan
     full_errors = [e for e in r.of(-1, ResumeError) if not _injected(r, e)]
@@ -256,7 +258,9 @@ def nothing_left(grade: Grade, r: ResumeRun) -> None:
     """ShutdownCompletes: nothing of the scenario's loaders left once they were dropped."""
     left = checks.leaks(r)
     if left:
-        grade.fail("ShutdownCompletes", "nothing left after the loaders were dropped", left)
+        grade.fail(
+            PropertyName.SHUTDOWN_COMPLETES, "nothing left after the loaders were dropped", left
+        )
 
 
 def topology(grade: Grade, r: ResumeRun) -> None:

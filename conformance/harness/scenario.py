@@ -45,6 +45,8 @@ from loaderspec.faultinject.events import (
     LoaderDropped,
 )
 
+from loaderspec.vocabulary import PropertyName
+
 __all__ = [
     "DEADLINE_S",
     "LEAK_WAIT_AFTER_LEAK_S",
@@ -163,7 +165,7 @@ def _started(r: Run) -> bool:
     return any(not isinstance(e, (Built, Len)) for e in r.events)
 
 
-def _deadline_passed(r: Run, deadline_s: float, must: str, note: str = "") -> None:
+def _deadline_passed(r: Run, deadline_s: float, must: PropertyName, note: str = "") -> None:
     done = ", ".join(e.name for e in r.events[-5:]) or "nothing"
     assert r.report is not None
     # Event times are CLOCK_MONOTONIC in the child, the same clock as here.
@@ -181,7 +183,7 @@ def play(
     plan: Plan | None = None,
     *,
     deadline_s: float = DEADLINE_S,
-    must: str = "IterationTerminates",
+    must: PropertyName = PropertyName.ITERATION_TERMINATES,
     parent_dies: bool = False,
     orphan_grace_s: float = 1.0,
     leaks: bool = True,

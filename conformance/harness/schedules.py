@@ -31,6 +31,8 @@ from loaderspec.faultinject.events import Error, Stop
 from loaderspec.faultinject.faults import Die, Fault, Hang, Raise
 from loaderspec.faultinject.loaders import WorkerKind
 
+from loaderspec.vocabulary import PropertyName
+
 __all__ = ["DEADLINE_S", "FAULTS", "DrawnFault", "judge", "picks", "schedules"]
 
 FaultKind = Literal[
@@ -166,12 +168,15 @@ def _judge_between(grade: Grade, schedule: DrawnFault, r: Run, replay: str) -> N
         errors = r.of(epoch, Error)
         if epoch == 1 and errors:
             grade.bounded(
-                "WorkerDeathRaises", "death_reported_s", errors[0].dt, f"idle death{replay}"
+                PropertyName.WORKER_DEATH_RAISES,
+                "death_reported_s",
+                errors[0].dt,
+                f"idle death{replay}",
             )
             return
         if errors or not r.of(epoch, Stop) or sorted(r.items(epoch)) != everything:
             grade.fail(
-                "ExactlyOnce" if epoch == 0 else "WorkerDeathRaises",
+                PropertyName.EXACTLY_ONCE if epoch == 0 else PropertyName.WORKER_DEATH_RAISES,
                 f"epoch {epoch}: items {everything} then StopIteration"
                 + (" (or an error for the worker killed before it)" if epoch else ""),
                 f"{r.items(epoch)} then {r.last(epoch)}{replay}",
@@ -186,10 +191,12 @@ def judge(grade: Grade, schedule: DrawnFault, r: Run) -> None:
     items = [schedule.at if isinstance(x, str) else x for x in r.items()]
     dups = sorted({x for x in items if items.count(x) > 1})
     if dups:
-        grade.fail("NoDuplicateDelivery", "each item once", f"duplicated {dups}{replay}")
+        grade.fail(
+            PropertyName.NO_DUPLICATE_DELIVERY, "each item once", f"duplicated {dups}{replay}"
+        )
         return
     if schedule.in_order and items != sorted(items):
-        grade.fail("InOrderDelivery", "items in sampler order", f"{items}{replay}")
+        grade.fail(PropertyName.IN_ORDER_DELIVERY, "items in sampler order", f"{items}{replay}")
         return
     if schedule.fault == "parent_kill":
         checks.orphans_exit(grade, r, f"workers after {schedule.at} batches")
@@ -206,7 +213,9 @@ def judge(grade: Grade, schedule: DrawnFault, r: Run) -> None:
             lost -= set(range(k - k % bs, k - k % bs + bs))
         if lost:
             grade.fail(
-                "NoSilentLoss" if schedule.fault != "raise" else "ExactlyOnce",
+                PropertyName.NO_SILENT_LOSS
+                if schedule.fault != "raise"
+                else PropertyName.EXACTLY_ONCE,
                 "every item not lost to the fault, then StopIteration",
                 f"StopIteration with items {sorted(lost)} never handed out{replay}",
             )
@@ -215,17 +224,20 @@ def judge(grade: Grade, schedule: DrawnFault, r: Run) -> None:
     if _task_lost(schedule, r):
         if not errors:
             grade.fail(
-                "WorkerDeathRaises",
+                PropertyName.WORKER_DEATH_RAISES,
                 "an error for the dead worker",
                 f"{len(r.batches())} batches then {r.last()}, no error{replay}",
             )
             return
         grade.bounded(
-            "WorkerDeathRaises", "death_reported_s", errors[0].dt, f"worker death raised{replay}"
+            PropertyName.WORKER_DEATH_RAISES,
+            "death_reported_s",
+            errors[0].dt,
+            f"worker death raised{replay}",
         )
     if schedule.fault == "hang" and not any("timed out" in e.text for e in errors):
         grade.fail(
-            "IterationTerminates",
+            PropertyName.ITERATION_TERMINATES,
             "a 'timed out' error for the hung fetch",
             f"{[e.text for e in errors]}, last {r.last()}{replay}",
         )
@@ -236,5 +248,5 @@ def judge(grade: Grade, schedule: DrawnFault, r: Run) -> None:
             errors[0] if errors else None,
             "ValueError",
             f"drawn-{schedule.at}",
-            "IterationTerminates",
+            PropertyName.ITERATION_TERMINATES,
         )

@@ -28,38 +28,32 @@ from loaderspec.faultinject import processes, sandbox
 from loaderspec.faultinject.faults import Die, Raise
 from torch.utils.data import DataLoader
 
-from loaderspec import faultinject
+from loaderspec import faultinject, graded
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("no_child_left")]
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "conformance.md"
 
-# adapter -> (module, class, the package it needs, the extra that installs it)
-ADAPTERS = {
-    "nodes-thread": ("torchdata_nodes", "ThreadLoader", "torchdata", "torchdata"),
-    "nodes-process": ("torchdata_nodes", "ProcessLoader", "torchdata", "torchdata"),
-    "spdl": ("spdl", "Loader", "spdl", "spdl"),
-    "grain": ("grain", "Loader", "grain", "grain"),
-    "paddle": ("paddle", "Loader", "paddle", "paddle"),
-    "litdata": ("litdata", "Loader", "litdata", "litdata"),  # test_adapters_streaming.py
-    "streaming": ("streaming", "Loader", "streaming-community", "streaming"),
-}
+# Every graded adapter behind the shared front (`conformance.adapters._front`), by name, from the
+# one list (`loaderspec.graded`): torchdata's Loader is StatefulDataLoader itself, with torch's
+# constructor and no limits (tests/conformance/test_adapters.py).
+ADAPTERS = {g.name: g for g in graded.ADAPTERS if g.name != "torchdata"}
 FIELD = ["nodes-thread", "nodes-process", "spdl", "grain"]
 
 
 def ref(name: str) -> str:
-    module, cls, _, _ = ADAPTERS[name]
-    return f"loaderspec.conformance.adapters.{module}:{cls}"
+    return ADAPTERS[name].loader
 
 
 def load(name: str) -> type:
     # The adapter module (it raises ImportError naming the extra), not the package: streaming's
     # package __init__ cannot be imported beside torch's CPU build, its adapter can.
-    module, cls, package, extra = ADAPTERS[name]
+    entry = ADAPTERS[name]
+    module, cls = entry.loader.split(":")
     try:
-        adapter = importlib.import_module(f"loaderspec.conformance.adapters.{module}")
+        adapter = importlib.import_module(module)
     except ImportError:
-        pytest.skip(f"{package} is the optional extra loaderspec[{extra}]")
+        pytest.skip(f"{entry.distribution} is the optional extra loaderspec[{entry.extra}]")
     return getattr(adapter, cls)
 
 
@@ -145,6 +139,11 @@ UNSUPPORTED = {
     "litdata": {"iterable", "unbatched", "shuffle", "sampler"},
     "streaming": {"iterable", "unbatched", "shuffle", "sampler"},
 }
+
+
+def test_every_graded_adapter_states_its_limits():
+    # here, not only where its package is installed (the checks below skip without it)
+    assert set(UNSUPPORTED) == set(ADAPTERS)
 
 
 @pytest.mark.parametrize("name", list(ADAPTERS))

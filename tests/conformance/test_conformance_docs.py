@@ -66,28 +66,43 @@ _GRADED_AS = {"fail": "MUST", "bounded": "MUST", "non_strict": "SHOULD"}
 
 def _graded(path: Path) -> list[tuple[str, str, str, set[str] | None]]:
     """(function, method, property, the function's spec_property markers or None) for each
-    grading call of ``path`` whose property is a literal or a module-level constant."""
+    grading call of ``path`` whose property is a literal, a ``PropertyName`` member or a
+    module-level constant bound to one."""
     import ast
+
+    from loaderspec.vocabulary import PropertyName
+
+    def literal(arg: ast.expr) -> str | None:  # "ExactlyOnce" or PropertyName.EXACTLY_ONCE
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value
+        if isinstance(arg, ast.Attribute) and getattr(arg.value, "id", "") == "PropertyName":
+            return PropertyName[arg.attr].value
+        return None
 
     tree = ast.parse(path.read_text())
     consts = {
-        t.id: node.value.value
+        t.id: name
         for node in tree.body
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        if isinstance(node, ast.Assign) and (name := literal(node.value)) is not None
         for t in node.targets
-        if isinstance(t, ast.Name) and isinstance(node.value.value, str)
+        if isinstance(t, ast.Name)
     }
 
     def value(arg: ast.expr) -> str | None:
-        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-            return arg.value
+        if (name := literal(arg)) is not None:
+            return name
         return consts.get(arg.id) if isinstance(arg, ast.Name) else None
 
     out = []
     for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
         markers = None
         for dec in fn.decorator_list:
-            if isinstance(dec, ast.Call) and getattr(dec.func, "attr", "") == "spec_property":
+            name = (
+                getattr(dec.func, "attr", getattr(dec.func, "id", ""))
+                if isinstance(dec, ast.Call)
+                else ""
+            )
+            if isinstance(dec, ast.Call) and name == "spec_property":
                 markers = {v for a in dec.args if (v := value(a)) is not None}
         for call in (n for n in ast.walk(fn) if isinstance(n, ast.Call)):
             method = getattr(call.func, "attr", getattr(call.func, "id", ""))
@@ -113,3 +128,21 @@ def test_every_graded_property_has_the_spec_level_and_is_the_cases() -> None:
             if markers is not None:
                 assert prop in markers, f"{path.name}::{fn} grades {prop}, not among {markers}"
     assert seen > 100, seen  # the walk found the suite's grading calls
+
+
+def test_a_misspelt_property_fails_where_it_is_named() -> None:
+    """Cases name properties by `PropertyName` member: a typo is an AttributeError at import, a
+    string that names no property a ValueError; the marker holds the spec name a report shows."""
+    from loaderspec.conformance.harness import Grade, spec_property
+
+    from loaderspec.vocabulary import PropertyName
+
+    with pytest.raises(AttributeError):
+        PropertyName.EXACLTY_ONCE  # noqa: B018  # the typo is the point
+    with pytest.raises(ValueError, match="ExaclyOnce"):
+        spec_property("ExaclyOnce")
+    with pytest.raises(ValueError, match="ExaclyOnce"):
+        Grade().fail("ExaclyOnce", "x", "y")
+    marker = spec_property(PropertyName.EXACTLY_ONCE, PropertyName.PROMPT_FAULT_HANDLING)
+    assert marker.mark.args == ("ExactlyOnce", "PromptFaultHandling")
+    assert all(type(a) is str for a in marker.mark.args)
