@@ -161,7 +161,7 @@ def test_an_interrupted_tlc_run_kills_its_jvm(monkeypatch: pytest.MonkeyPatch) -
 
     started: list[subprocess.Popen[str]] = []
 
-    class Interrupted(subprocess.Popen):  # type: ignore[type-arg]
+    class Interrupted(subprocess.Popen[str]):
         def communicate(self, *args: object, **kwargs: object) -> tuple[str, str]:
             started.append(self)
             raise KeyboardInterrupt
