@@ -203,7 +203,7 @@ def test_a_shuffle_from_the_global_rng_resumes_in_its_epochs_order(
 @spec_property(EQUIVALENCE)
 @pytest.mark.parametrize(
     ("user", "workers"),
-    [("stateful_sampler", 0), ("stateful_sampler", 2), ("seeded_sampler_iter", 2)],
+    [quick("stateful_sampler", 0), ("stateful_sampler", 2), ("seeded_sampler_iter", 2)],
 )
 def test_a_samplers_own_state_is_resumed(
     loader_cls: type, grade: Grade, user: str, workers: int
