@@ -48,7 +48,10 @@
 (* exactly its run's hand-outs on top of Start (CheckpointIsHandedOut); a  *)
 (* load, logged before the iterator it governs (the run opens with it), is *)
 (* that run's Start, and state_dict() before the iterator returns it       *)
-(* (LoadIsNeverIgnored). See the section "Checkpoints" below.              *)
+(* (LoadIsNeverIgnored). A state's user parts are fingerprints: per worker *)
+(* the user state its last batch handed out brought (UserIsBrought), and   *)
+(* one generator state per epoch (RngIsDrawn); a load holds them to Start. *)
+(* See the section "Checkpoints" below.                                    *)
 (* SpecStep ([][Next]_vars) is a PROPERTY of every generated model: TLC    *)
 (* checks that each step taken here is a step of DataLoader's Next.        *)
 (***************************************************************************)
@@ -358,7 +361,7 @@ Brought(s) == {j \in 1 .. l - 1 : /\ Log[j].action = "MainProcessData"
                                   /\ Log[j].epoch = logline.epoch
                                   /\ UserShard(Log[j].origin[1]) = s}
 LastOf(S) == CHOOSE j \in S : \A k \in S : k <= j
-\* StateIsBrought: the user state shard s has now: what its last batch handed out brought; with
+\* UserIsBrought: the user state shard s has now: what its last batch handed out brought; with
 \* none of this epoch, the start's (first epoch) or, once an epoch of workers that do not
 \* persist is over, none (its next workers begin anew). "*": the records do not say (a
 \* persistent worker's state at its epoch's edge travels with no record).
@@ -398,8 +401,8 @@ NoLaterLoad == \A j \in l + 1 .. Len(Log) : Log[j].action # "UserLoadStateDict"
 UserStateDictIfLogged ==
     /\ Logged("UserStateDict")
     /\ IF Has("state")
-       THEN /\ CheckedPoint(HandedOutPoint) /\ UserIsBrought(logline.checkpoint) /\ RngIsDrawn
-            /\ MainStep(UNCHANGED vars)
+       THEN /\ CheckedPoint(HandedOutPoint) /\ MainStep(UNCHANGED vars)
+            /\ UserIsBrought(logline.checkpoint) /\ RngIsDrawn
        ELSE /\ BeforeTheIterator
             /\ CheckedPoint(CASE loaded # << >> -> Point(loaded[1])
                               [] NoLaterLoad -> Point(Start)
