@@ -2,11 +2,16 @@
 docs/checkpoint.md, "Traced"): ``UserStateDict`` of a live iterator must count exactly the
 batches its run handed out (CheckpointIsHandedOut), and ``UserLoadStateDict``, written before
 the iterator it governs, must be the state that iterator began from (LoadIsNeverIgnored).
+Since issue 35 the user's parts too, as fingerprints: each worker's user state is the one its
+last batch handed out brought (UserIsBrought), an epoch's generator state is one (RngIsDrawn),
+and a load's user parts are what the iterator's workers start from.
 
 One correct resumed run of each dataset kind is traced (a checkpoint with batches prefetched and
 not handed out, a crash, a new loader's ``state_dict()`` before and after its load, one in the
-middle of the resumed epoch and one after StopIteration) and accepted; each rule then rejects a
-copy of it broken the way a public bug breaks it, at the record that shows it. Two TLC calls.
+middle of the resumed epoch and one after StopIteration, then two more epochs on persistent
+workers; map-style shuffled over a Stateful dataset) and accepted; each rule then rejects a
+copy of it broken the way a public bug breaks it, at the record that shows it. One
+``check_runs`` call.
 """
 
 from __future__ import annotations
