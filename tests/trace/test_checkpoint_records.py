@@ -9,7 +9,8 @@ and a load's user parts are what the iterator's workers start from.
 One correct resumed run of each dataset kind is traced (a checkpoint with batches prefetched and
 not handed out, a crash, a new loader's ``state_dict()`` before and after its load, one in the
 middle of the resumed epoch and one after StopIteration, then two more epochs on persistent
-workers; map-style shuffled over a Stateful dataset) and accepted; each rule then rejects a
+workers; map-style shuffled over a Stateful dataset), and a shuffled loader's two epochs on
+persistent workers (one run), and accepted; each rule then rejects a
 copy of it broken the way a public bug breaks it, at the record that shows it. One
 ``check_runs`` call.
 """
@@ -117,6 +118,33 @@ def _resumed_runs(kind: str, directory: Path) -> tuple[IteratorTrace, ...]:
     return tuple(runs[1:])
 
 
+def _shuffled_run(directory: Path) -> IteratorTrace:
+    """A shuffled map-style loader with persistent workers and nothing of the user's to save:
+    its epochs are one iterator's run. A state in epoch 0, one after its StopIteration (it
+    names the generator state epoch 1's order is drawn from), one in epoch 1."""
+    gen = torch.Generator().manual_seed(0)
+    loader = DataLoader(
+        list(range(N)),
+        batch_size=BATCH,
+        num_workers=2,
+        prefetch_factor=2,
+        shuffle=True,
+        generator=gen,
+        persistent_workers=True,
+    )
+    with tracewriter.trace_to(directory):
+        for _ in range(2):
+            it = iter(loader)
+            next(it)
+            loader.state_dict()  # one batch into the epoch
+            assert list(it)
+            loader.state_dict()  # after StopIteration: the next epoch, whole
+        del it, loader
+        gc.collect()
+    (run,) = tracecheck.runs_of([directory])
+    return run
+
+
 def _at(run: IteratorTrace, action: str, nth: int) -> int:
     return [i for i, r in enumerate(run.records) if r.action == action][nth]
 
@@ -141,6 +169,8 @@ def _broken(resumed: dict[str, IteratorTrace]) -> dict[str, tuple[IteratorTrace,
     dropped = {**m.config["start"], "user": ["" for _ in mid_user]}
     nxt = resumed["map-next"]
     nxt_mid = _at(nxt, "UserStateDict", 0)
+    sh = resumed["shuffled"]
+    sh_rng0 = sh.records[_at(sh, "UserStateDict", 0)].extra["checkpoint"]["rng"]
     out = {
         # meta-pytorch/data#1520: the state counts a prefetched batch that was not handed out.
         "counts-prefetched": (
@@ -199,6 +229,14 @@ def _broken(resumed: dict[str, IteratorTrace]) -> dict[str, tuple[IteratorTrace,
             "UserStateDict",
             nxt_mid,
         ),
+        # issue 35 (shuffle=True): a state taken after StopIteration names the generator
+        # state the ended epoch drew its order from, not the one the next epoch's is drawn
+        # from: a resume from it repeats that order. The next epoch's state shows it.
+        "stale-rng-at-the-end": (
+            _with_checkpoint(sh, _at(sh, "UserStateDict", 1), "stale-rng-at-the-end", rng=sh_rng0),
+            "UserStateDict",
+            _at(sh, "UserStateDict", 2),
+        ),
         # meta-pytorch/data PR #1251: a shard's batches handed out are not counted.
         "shard-uncounted": (
             _with_checkpoint(it, _at(it, "UserStateDict", 2), "shard-uncounted", batches=[1, 1]),
@@ -214,7 +252,12 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], d
     root = tmp_path_factory.mktemp("checkpoint-records")
     resumed_map, map_next, _ = _resumed_runs("map", root / "map")
     (resumed_iterable,) = _resumed_runs("iterable", root / "iterable")
-    resumed = {"map": resumed_map, "map-next": map_next, "iterable": resumed_iterable}
+    resumed = {
+        "map": resumed_map,
+        "map-next": map_next,
+        "iterable": resumed_iterable,
+        "shuffled": _shuffled_run(root / "shuffled"),
+    }
     broken = _broken(resumed)
     runs = [*resumed.values(), *(b[0] for b in broken.values())]
     verdicts = tracecheck.check_runs(runs, localise=False)
@@ -224,7 +267,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], d
 
 @pytest.mark.slow
 def test_a_resumed_run_with_its_checkpoints_is_accepted(checked):
-    for kind in ("map", "map-next", "iterable"):
+    for kind in ("map", "map-next", "iterable", "shuffled"):
         verdict = checked[1][kind]
         assert verdict.ok, verdict.explain()
 
@@ -242,6 +285,7 @@ def test_a_resumed_run_with_its_checkpoints_is_accepted(checked):
         "stale-dataset-state",
         "load-dataset-ignored",
         "stale-rng",
+        "stale-rng-at-the-end",
     ],
 )
 def test_a_broken_checkpoint_is_rejected_at_its_record(checked, name):
