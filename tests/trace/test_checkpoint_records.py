@@ -9,10 +9,9 @@ and a load's user parts are what the iterator's workers start from.
 One correct resumed run of each dataset kind is traced (a checkpoint with batches prefetched and
 not handed out, a crash, a new loader's ``state_dict()`` before and after its load, one in the
 middle of the resumed epoch and one after StopIteration, then two more epochs on persistent
-workers; map-style shuffled over a Stateful dataset), and a shuffled loader's two epochs on
-persistent workers (one run), and accepted; each rule then rejects a
-copy of it broken the way a public bug breaks it, at the record that shows it. One
-``check_runs`` call.
+workers; map-style shuffled over a Stateful dataset), as are a shuffled loader's two epochs on
+persistent workers (one run); all are accepted, and each rule then rejects a copy of one broken
+the way a public bug breaks it, at the record that shows it. One ``check_runs`` call.
 """
 
 from __future__ import annotations
