@@ -578,8 +578,9 @@ class RecordType(enum.Enum):
     USER = "user"  # a UserAction: the checkpoint returned or loaded (docs/checkpoint.md)
 
 
-# The fields of each record type, in the order they are written. ``kind``, ``origin`` and
-# ``victim`` are written only on records that have one (docs/contracts.md lists them).
+# The fields of each record type, in the order they are written. ``kind``, ``origin``,
+# ``victim`` and ``user`` are written only on records that have one (docs/contracts.md lists
+# them).
 _HEAD = ("t", "pid", "actor", "action")
 RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
     RecordType.STEP: (*_HEAD, "epoch", "worker", "task", "kind", "state", "origin", "user"),
