@@ -380,12 +380,16 @@ MSG_CUT = (
 USER_RULES: dict[str, str] = {
     UserAction.USER_STATE_DICT.value: (
         "a state_dict() of the live iterator counts exactly what its run handed out, on top of"
-        " where it began (CheckpointIsHandedOut); one before the iterator is the state the next"
-        " iter() starts from, the last one loaded (LoadIsNeverIgnored)"
+        " where it began (CheckpointIsHandedOut), each worker's user state ('user') is the one"
+        " its last batch handed out brought (the MainProcessData record's 'user'; none this"
+        " epoch: the start's), and its generator state ('rng') is the one the run's other states"
+        " and start name for that epoch; one before the iterator is the state the next iter()"
+        " starts from, the last one loaded (LoadIsNeverIgnored)"
     ),
     UserAction.USER_LOAD_STATE_DICT.value: (
-        "the last state loaded before an iterator is the one it began from, and its run sends"
-        " exactly the sampler positions that state had not handed out (LoadIsNeverIgnored)"
+        "the last state loaded before an iterator is the one it began from, its user states and"
+        " generator state ('user', 'rng') included, and its run sends exactly the sampler"
+        " positions that state had not handed out (LoadIsNeverIgnored)"
     ),
 }
 

@@ -40,6 +40,7 @@ RECORD_FIELDS = (
     "kind",
     "state",
     "origin",
+    "user",
     "checkpoint",
 )
 # The trace spec's refinement property: every step it takes is a step of DataLoader's Next.
@@ -154,6 +155,8 @@ def start_of(run: IteratorTrace) -> dict[str, Any]:
             "handed_above": [],
             "batches": [0] * workers if iterable else [],
             "next_worker": 0,
+            "user": [""] * max(workers, 1),  # (no user state, no generator state: digest "")
+            "rng": "",
             "total": run.config.get("num_tasks") or 0,
         }
     if not isinstance(start, dict) or any(k not in start for k in (*CHECKPOINT_FIELDS, "total")):

@@ -184,6 +184,7 @@ def emit(
     state: dict[str, Any] | None = None,
     t: int | None = None,
     origin: tuple[int, int, int] | None = None,
+    user: str | None = None,
 ) -> None:
     """Append one record of a Main, Worker or Pin ``action``. A no-op when tracing is off.
 
@@ -191,6 +192,7 @@ def emit(
     ``WorkerFetch`` is logged after the fetch, for its ``kind``, but happened when the index
     arrived). ``state``: the actor's post-state (Main records), else empty. ``origin``: the
     (worker, task, epoch) of the result message the step moves (the payload-origin ghost).
+    ``user``: MainProcessData, the fingerprint of the user's state the batch brought.
     """
     if not ENABLED:
         return
@@ -205,6 +207,7 @@ def emit(
         "kind": kind,
         "state": {} if state is None else state,
         "origin": None if origin is None else list(origin),
+        "user": user,
     }
     with _write_lock, contextlib.suppress(OSError):  # see _NEVER_RAISES
         os.write(_file(), _line(RecordType.STEP, fields))

@@ -578,16 +578,17 @@ class RecordType(enum.Enum):
     USER = "user"  # a UserAction: the checkpoint returned or loaded (docs/checkpoint.md)
 
 
-# The fields of each record type, in the order they are written. ``kind``, ``origin`` and
-# ``victim`` are written only on records that have one (docs/contracts.md lists them).
+# The fields of each record type, in the order they are written. ``kind``, ``origin``,
+# ``victim`` and ``user`` are written only on records that have one (docs/contracts.md lists
+# them).
 _HEAD = ("t", "pid", "actor", "action")
 RECORD_FIELDS: dict[RecordType, tuple[str, ...]] = {
-    RecordType.STEP: (*_HEAD, "epoch", "worker", "task", "kind", "state", "origin"),
+    RecordType.STEP: (*_HEAD, "epoch", "worker", "task", "kind", "state", "origin", "user"),
     RecordType.FAULT: (*_HEAD, "worker", "task", "state", "victim"),
     RecordType.CONFIG: (*_HEAD, "epoch", "worker", "task", "state", "config"),
     RecordType.USER: (*_HEAD, "epoch", "state", "checkpoint"),
 }
-OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin", "victim"})
+OPTIONAL_FIELDS: frozenset[str] = frozenset({"kind", "origin", "victim", "user"})
 
 # ``state`` of a Main record: the post-state of every main-process spec variable (the spec's
 # names; ``epoch`` is the record's own field, ``parent_alive`` is true while it logs).
@@ -721,7 +722,9 @@ CONFIG_START = "start"
 # ``checkpoint`` of a User record (and ``start`` of a header): a state as trace-check compares
 # it (reference/checkpoint.py ``trace_checkpoint``): the epoch, the sampler positions handed
 # out (map-style), per worker shard the batches handed out and whose batch comes next
-# (IterableDataset).
+# (IterableDataset), per worker slot a fingerprint of its user state (dataset, iterator, RNGs)
+# and one of the generator state the epoch's order is drawn from ("" for none). A Main record's
+# ``user`` (MainProcessData) is the fingerprint of the user state the batch brought.
 CHECKPOINT_FIELD = "checkpoint"
 CHECKPOINT_FIELDS: tuple[str, ...] = (
     "epoch",
@@ -729,6 +732,8 @@ CHECKPOINT_FIELDS: tuple[str, ...] = (
     "handed_above",
     "batches",
     "next_worker",
+    "user",
+    "rng",
 )
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import base64
 import binascii
 import copy
+import hashlib
+import json
 import random
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -321,9 +323,32 @@ def _holds_user_state(slot: dict[str, Any]) -> bool:
     return slot["dataset"] is not None or slot["iterator"] is not None or slot["rng"] is not None
 
 
+def digest(part: Any) -> str:
+    """A short fingerprint of a part of a state (its JSON): trace-check compares the user's
+    states and the generator's by it, for equality only ("" stands for none)."""
+    if part is None:
+        return ""
+    text = json.dumps(part, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.blake2b(text.encode(), digest_size=6).hexdigest()
+
+
+def user_digest(user: Any) -> str:
+    """The fingerprint of one worker's user state: a slot's ``(dataset, iterator, ended, rng)``
+    or what a batch brought (``capture``: ``(dataset, iterator, ended)``); "" when it holds
+    nothing, as ``_holds_user_state`` says of a slot."""
+    if user is None:
+        return ""
+    ds, it, ended = user[:3]
+    rng = user[3] if len(user) > 3 else None
+    if ds is None and it is None and rng is None:
+        return ""
+    return digest([ds, it, ended, rng])
+
+
 def trace_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
     """A state as its trace record carries it (``loaderspec.vocabulary.CHECKPOINT_FIELDS``):
-    the position it describes, without the generator state or the user's own states."""
+    the position it describes, and fingerprints (``digest``) of each worker slot's user state
+    and of the generator state the epoch's order is drawn from."""
     iterable = state["dataset_kind"] == ITERABLE
     return {
         "epoch": state["epoch"],
@@ -331,6 +356,11 @@ def trace_checkpoint(state: dict[str, Any]) -> dict[str, Any]:
         "handed_above": list(state["handed_above"]),
         "batches": [w["batches"] for w in state["workers"]] if iterable else [],
         "next_worker": state["next_worker"],
+        "user": [
+            user_digest((w["dataset"], w["iterator"], w["ended"], w["rng"]))
+            for w in state["workers"]
+        ],
+        "rng": digest(state["sampler_rng"]),
     }
 
 

@@ -163,11 +163,14 @@ def log_write(core: ProtocolCore) -> None:
 _HAND_OUTS: weakref.WeakKeyDictionary[ProtocolCore, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def hand_out(core: ProtocolCore, payload: Any) -> Any:
+def hand_out(
+    core: ProtocolCore, payload: Any, *, user: Callable[[Any], str | None] | None = None
+) -> Any:
     """The point of effect of MainProcessData: ``payload`` is what the shell hands the user now
     (the core's ``Delivery.payload``, unless the shell is broken). Writes the step's record, at
     the time the core took it, with the origin that travelled with this payload (the ghost:
-    ``Traced``), and returns the payload itself."""
+    ``Traced``) and ``user(payload)`` (the fingerprint of the user's state it brought), and
+    returns the payload itself."""
     origin = None
     if type(payload) is Traced:
         payload, origin = payload
@@ -175,7 +178,8 @@ def hand_out(core: ProtocolCore, payload: Any) -> Any:
         return payload
     fields = _HAND_OUTS.pop(core, None)
     if fields is not None:
-        tracewriter.emit(_PROCESS, origin=origin, **fields)
+        brought = None if user is None else user(payload)
+        tracewriter.emit(_PROCESS, origin=origin, user=brought, **fields)
     return payload
 
 

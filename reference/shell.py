@@ -47,7 +47,7 @@ from loaderspec.reference.arena import MainArena
 from loaderspec.reference.arena import available as arena_available
 from loaderspec.reference.base import BaseIter, LoaderOptions
 from loaderspec.reference.channels import Receiver
-from loaderspec.reference.checkpoint import trace_checkpoint, worker_starts
+from loaderspec.reference.checkpoint import trace_checkpoint, user_digest, worker_starts
 from loaderspec.reference.core import Failure, ProtocolConfig, ProtocolCore
 from loaderspec.reference.messages import (
     TRACE_ORDER_WAIT_S,
@@ -118,6 +118,14 @@ def _release(p: Any) -> None:
     popen = getattr(p, "_popen", None)
     if popen is not None:
         popen.close()
+
+
+def _brought(payload: Any) -> str | None:
+    """A handed-out result that carries the user's state, ``(batch, state)``: that state's
+    fingerprint for its MainProcessData record (an error result carries none: None)."""
+    if type(payload) is tuple and len(payload) == 2:
+        return user_digest(payload[1])
+    return None
 
 
 def _death_message(pids_and_codes: list[tuple[int, int | None]]) -> str:
@@ -429,7 +437,10 @@ class MultiProcessingIter(BaseIter):
             delivery = loop.next_batch(self._core, self)
         except (loop.IteratorFailed, ProtocolViolation) as exc:
             raise self._public_error(exc) from None
-        payload = loop.hand_out(self._core, delivery.payload)  # the point of effect
+        # the point of effect (traced, its record holds the user's state the batch brought)
+        payload = loop.hand_out(
+            self._core, delivery.payload, user=_brought if self._carries_state else None
+        )
         if delivery.kind is _ERROR:
             payload.reraise()
         if self._carries_state:  # the user's state after this batch travelled with it

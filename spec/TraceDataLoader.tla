@@ -48,7 +48,10 @@
 (* exactly its run's hand-outs on top of Start (CheckpointIsHandedOut); a  *)
 (* load, logged before the iterator it governs (the run opens with it), is *)
 (* that run's Start, and state_dict() before the iterator returns it       *)
-(* (LoadIsNeverIgnored). See the section "Checkpoints" below.              *)
+(* (LoadIsNeverIgnored). A state's user parts are fingerprints: per worker *)
+(* the user state its last batch handed out brought (UserIsBrought), and   *)
+(* one generator state per epoch (RngIsDrawn); a load holds them to Start. *)
+(* See the section "Checkpoints" below.                                    *)
 (* SpecStep ([][Next]_vars) is a PROPERTY of every generated model: TLC    *)
 (* checks that each step taken here is a step of DataLoader's Next.        *)
 (***************************************************************************)
@@ -342,6 +345,47 @@ HandedOutPoint ==
           next_worker |-> IF ~Iterable \/ delivered = << >> THEN EpochStart.next_worker
                           ELSE (Shard(delivered[Len(delivered)].worker) + 1) % NumWorkers]
 
+(* The user's parts of a state: per worker shard a fingerprint of its user state (dataset,      *)
+(* iterator, ran dry, RNGs), `user`, and one of the generator state the epoch's order is drawn  *)
+(* from, `rng`: short hashes of their JSON ("" for none), compared for equality only. A         *)
+(* MainProcessData record's `user` is the fingerprint of the user state its batch brought.     *)
+
+\* The shard worker w runs: an IterableDataset's as Shard; map-style, a resumed first epoch
+\* rotates by the positions handed out below (the reference's rotation, docs/checkpoint.md).
+UserShard(w) ==
+    IF Iterable THEN Shard(w)
+    ELSE (w + IF epoch = 0 THEN Start.handed_below ELSE 0) % NumWorkers
+\* This epoch's hand-outs before record l that brought a user state of shard s.
+Brought(s) == {j \in 1 .. l - 1 : /\ Log[j].action = "MainProcessData"
+                                  /\ "user" \in DOMAIN Log[j] /\ "origin" \in DOMAIN Log[j]
+                                  /\ Log[j].epoch = logline.epoch
+                                  /\ UserShard(Log[j].origin[1]) = s}
+LastOf(S) == CHOOSE j \in S : \A k \in S : k <= j
+\* UserIsBrought: the user state shard s has now: what its last batch handed out brought; with
+\* none of this epoch, the start's (first epoch) or, once an epoch of workers that do not
+\* persist is over, none (its next workers begin anew). "*": the records do not say (a
+\* persistent worker's state at its epoch's edge travels with no record).
+UserNow(s) ==
+    IF iter_state = "stopped" THEN IF Persistent THEN "*" ELSE ""
+    ELSE IF Brought(s) # {} THEN Log[LastOf(Brought(s))].user
+    ELSE IF epoch = 0 THEN Start.user[s + 1]
+    ELSE "*"
+UserIsBrought(c) ==
+    ~CheckPostState \/ \A s \in DOMAIN c.user : UserNow(s - 1) \in {"*", c.user[s]}
+\* The user's parts of a state are those of c (a load, or the run's start).
+SameUserParts(c) ==
+    ~CheckPostState \/ (logline.checkpoint.user = c.user /\ logline.checkpoint.rng = c.rng)
+\* RngIsDrawn: every state of the live iterator that names an epoch names one generator state
+\* for its order, the one the run's start names for it (a state taken as an epoch ended
+\* names the next epoch's, which that epoch's states must name too).
+RngIsDrawn ==
+    LET c == logline.checkpoint
+        Names(d) == d.epoch = c.epoch /\ d.rng # ""
+    IN \/ ~CheckPostState \/ c.rng = ""
+       \/ /\ Names(Start) => Start.rng = c.rng
+          /\ \A j \in 1 .. l - 1 : (/\ Log[j].action = "UserStateDict" /\ "state" \in DOMAIN Log[j]
+                                   /\ Names(Log[j].checkpoint)) => Log[j].checkpoint.rng = c.rng
+
 UserRecord(r) == r.action \in {"UserStateDict", "UserLoadStateDict"}
 \* A user's record from before the run's iterator existed: no post-state, and only such
 \* records before it (trace-check puts them first in the run they govern).
@@ -357,20 +401,26 @@ NoLaterLoad == \A j \in l + 1 .. Len(Log) : Log[j].action # "UserLoadStateDict"
 UserStateDictIfLogged ==
     /\ Logged("UserStateDict")
     /\ IF Has("state")
-       THEN CheckedPoint(HandedOutPoint) /\ MainStep(UNCHANGED vars)
+       THEN /\ CheckedPoint(HandedOutPoint) /\ MainStep(UNCHANGED vars)
+            /\ UserIsBrought(logline.checkpoint) /\ RngIsDrawn
        ELSE /\ BeforeTheIterator
             /\ CheckedPoint(CASE loaded # << >> -> Point(loaded[1])
                               [] NoLaterLoad -> Point(Start)
                               [] OTHER -> WholeEpoch(0))
+            /\ CASE loaded # << >> -> SameUserParts(loaded[1])
+                 [] NoLaterLoad -> SameUserParts(Start)
+                 [] OTHER -> TRUE
             /\ UNCHANGED vars /\ Consume
 
-\* LoadIsNeverIgnored: the last state loaded before the iterator is the one it began from, and
-\* (map-style) its run sends exactly the sampler positions that state had not handed out.
+\* LoadIsNeverIgnored: the last state loaded before the iterator is the one it began from, its
+\* user parts included (what the workers start from, the order's generator), and (map-style)
+\* its run sends exactly the sampler positions that state had not handed out.
 UserLoadStateDictIfLogged ==
     /\ Logged("UserLoadStateDict")
     /\ BeforeTheIterator
     /\ NoLaterLoad =>
           /\ CheckedPoint(Point(Start))
+          /\ SameUserParts(Start)
           /\ Iterable \/ NumTasks + Cardinality(Point(Start).handed) = Start.total
     /\ loaded' = <<logline.checkpoint>>
     /\ l' = l + 1

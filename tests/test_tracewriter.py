@@ -42,7 +42,7 @@ def _records(directory: Path) -> list[dict]:
 def test_each_record_type_has_its_fields_in_order(tmp_path):
     with tracewriter.trace_to(tmp_path):
         fields = {"epoch": 0, "worker": 1, "task": 2, "kind": "data", "state": {}}
-        tracewriter.emit(Action.MAIN_GET_DATA, origin=(1, 2, 0), **fields)
+        tracewriter.emit(Action.MAIN_GET_DATA, origin=(1, 2, 0), user="d1", **fields)
         tracewriter.emit(Action.WORKER_EXIT, epoch=0, worker=1)
         tracewriter.emit_config(dict.fromkeys(CONFIG_FIELDS, 0))
         tracewriter.emit_fault(Action.FAULT_KILL_WORKER, worker=1)

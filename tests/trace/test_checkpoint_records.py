@@ -2,11 +2,16 @@
 docs/checkpoint.md, "Traced"): ``UserStateDict`` of a live iterator must count exactly the
 batches its run handed out (CheckpointIsHandedOut), and ``UserLoadStateDict``, written before
 the iterator it governs, must be the state that iterator began from (LoadIsNeverIgnored).
+Since issue 35 the user's parts too, as fingerprints: each worker's user state is the one its
+last batch handed out brought (UserIsBrought), an epoch's generator state is one (RngIsDrawn),
+and a load's user parts are what the iterator's workers start from.
 
 One correct resumed run of each dataset kind is traced (a checkpoint with batches prefetched and
 not handed out, a crash, a new loader's ``state_dict()`` before and after its load, one in the
-middle of the resumed epoch and one after StopIteration) and accepted; each rule then rejects a
-copy of it broken the way a public bug breaks it, at the record that shows it. Two TLC calls.
+middle of the resumed epoch and one after StopIteration, then two more epochs on persistent
+workers; map-style shuffled over a Stateful dataset), as are a shuffled loader's two epochs on
+persistent workers (one run); all are accepted, and each rule then rejects a copy of one broken
+the way a public bug breaks it, at the record that shows it. One ``check_runs`` call.
 """
 
 from __future__ import annotations
@@ -17,13 +22,35 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 from loaderspec.reference import DataLoader
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from loaderspec import tracecheck, tracewriter
 from loaderspec.traces import IteratorTrace, Record, split_runs
 
 N, BATCH = 10, 2  # 5 batches an epoch
+
+
+class Reads(Dataset):
+    """Item i is i; each worker's copy counts the items it read and saves that count (the
+    Stateful protocol): a user state that changes with every batch."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return N
+
+    def __getitem__(self, i: int) -> int:
+        self.reads += 1
+        return i
+
+    def state_dict(self) -> dict[str, int]:
+        return {"reads": self.reads}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.reads = state["reads"]
 
 
 class Shards(IterableDataset):
@@ -36,13 +63,27 @@ class Shards(IterableDataset):
         return iter(range(w, N, num))
 
 
-def _resumed_run(kind: str, directory: Path) -> IteratorTrace:
+def _resumed_runs(kind: str, directory: Path) -> tuple[IteratorTrace, ...]:
     """Two batches handed out (more prefetched), a checkpoint, one more batch, a crash; a new
-    loader loads the checkpoint and runs to the end. Returns the resumed iterator's run."""
+    loader loads the checkpoint, runs to the end, and (persistent workers) one batch into the
+    next epoch. Map-style: a shuffled order from a seeded generator and a Stateful dataset.
+    Returns the resumed iterator's run."""
 
     def loader() -> DataLoader:
-        data: Any = list(range(N)) if kind == "map" else Shards()
-        return DataLoader(data, batch_size=BATCH, num_workers=2, prefetch_factor=2)
+        if kind == "map":  # the usual restart: seed, rebuild, load
+            gen = torch.Generator().manual_seed(0)
+            return DataLoader(
+                Reads(),
+                batch_size=BATCH,
+                num_workers=2,
+                prefetch_factor=2,
+                shuffle=True,
+                generator=gen,
+                persistent_workers=True,
+            )
+        return DataLoader(
+            Shards(), batch_size=BATCH, num_workers=2, prefetch_factor=2, persistent_workers=True
+        )
 
     with tracewriter.trace_to(directory):
         first = loader()
@@ -61,11 +102,46 @@ def _resumed_run(kind: str, directory: Path) -> IteratorTrace:
         second.state_dict()  # three batches of the epoch handed out
         assert list(it)  # the rest of the epoch
         second.state_dict()  # after StopIteration: the next epoch, whole
+        for _ in range(2):  # a new iterator (the resumed one served its epoch only), whose
+            it = iter(second)  # next epoch runs on the same workers
+            next(it)
+            second.state_dict()  # one batch into the epoch
+            assert list(it)
+            second.state_dict()  # after StopIteration
         del it, second
         gc.collect()
     runs = tracecheck.runs_of([directory])
-    assert len(runs) == 2
-    return runs[1]
+    # The resumed iterator's run; where it loaded user states (map-style: Reads), each later
+    # epoch is a new iterator's run that begins from them (arranged).
+    assert len(runs) == (4 if kind == "map" else 2)
+    return tuple(runs[1:])
+
+
+def _shuffled_run(directory: Path) -> IteratorTrace:
+    """A shuffled map-style loader with persistent workers and nothing of the user's to save:
+    its epochs are one iterator's run. A state in epoch 0, one after its StopIteration (it
+    names the generator state epoch 1's order is drawn from), one in epoch 1."""
+    gen = torch.Generator().manual_seed(0)
+    loader = DataLoader(
+        list(range(N)),
+        batch_size=BATCH,
+        num_workers=2,
+        prefetch_factor=2,
+        shuffle=True,
+        generator=gen,
+        persistent_workers=True,
+    )
+    with tracewriter.trace_to(directory):
+        for _ in range(2):
+            it = iter(loader)
+            next(it)
+            loader.state_dict()  # one batch into the epoch
+            assert list(it)
+            loader.state_dict()  # after StopIteration: the next epoch, whole
+        del it, loader
+        gc.collect()
+    (run,) = tracecheck.runs_of([directory])
+    return run
 
 
 def _at(run: IteratorTrace, action: str, nth: int) -> int:
@@ -88,6 +164,12 @@ def _broken(resumed: dict[str, IteratorTrace]) -> dict[str, tuple[IteratorTrace,
     mid = _at(m, "UserStateDict", 2)
     end = _at(m, "UserStateDict", 3)
     fresh = {**m.config["start"], "handed_below": 0, "handed_above": []}
+    mid_user = m.records[mid].extra["checkpoint"]["user"]
+    dropped = {**m.config["start"], "user": ["" for _ in mid_user]}
+    nxt = resumed["map-next"]
+    nxt_mid = _at(nxt, "UserStateDict", 0)
+    sh = resumed["shuffled"]
+    sh_rng0 = sh.records[_at(sh, "UserStateDict", 0)].extra["checkpoint"]["rng"]
     out = {
         # meta-pytorch/data#1520: the state counts a prefetched batch that was not handed out.
         "counts-prefetched": (
@@ -116,6 +198,44 @@ def _broken(resumed: dict[str, IteratorTrace]) -> dict[str, tuple[IteratorTrace,
             "UserStateDict",
             after_load,
         ),
+        # issue 35: a state that drops a worker's dataset state (the resumed worker would
+        # start its dataset afresh), or holds an earlier one (the state it was loaded with,
+        # not the one its last batch handed out brought).
+        "dataset-state-dropped": (
+            _with_checkpoint(m, mid, "dataset-state-dropped", user=["", *mid_user[1:]]),
+            "UserStateDict",
+            mid,
+        ),
+        "stale-dataset-state": (
+            _with_checkpoint(m, mid, "stale-dataset-state", user=m.config["start"]["user"]),
+            "UserStateDict",
+            mid,
+        ),
+        # issue 35: a load whose dataset part is ignored: the iterator after it starts its
+        # workers' datasets afresh (its header's start holds no user state).
+        "load-dataset-ignored": (
+            dataclasses.replace(
+                m, name="load-dataset-ignored", config={**m.config, "start": dropped}
+            ),
+            "UserLoadStateDict",
+            _at(m, "UserLoadStateDict", 0),
+        ),
+        # issue 35 (shuffle=True, a state at an epoch's end): the next epoch's state names the
+        # generator state the epoch before drew its order from, a stale one: a resume from it
+        # draws that epoch's order again.
+        "stale-rng": (
+            _with_checkpoint(nxt, nxt_mid, "stale-rng", rng=m.config["start"]["rng"]),
+            "UserStateDict",
+            nxt_mid,
+        ),
+        # issue 35 (shuffle=True): a state taken after StopIteration names the generator
+        # state the ended epoch drew its order from, not the one the next epoch's is drawn
+        # from: a resume from it repeats that order. The next epoch's state shows it.
+        "stale-rng-at-the-end": (
+            _with_checkpoint(sh, _at(sh, "UserStateDict", 1), "stale-rng-at-the-end", rng=sh_rng0),
+            "UserStateDict",
+            _at(sh, "UserStateDict", 2),
+        ),
         # meta-pytorch/data PR #1251: a shard's batches handed out are not counted.
         "shard-uncounted": (
             _with_checkpoint(it, _at(it, "UserStateDict", 2), "shard-uncounted", batches=[1, 1]),
@@ -129,7 +249,14 @@ def _broken(resumed: dict[str, IteratorTrace]) -> dict[str, tuple[IteratorTrace,
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], dict[str, Any]]:
     root = tmp_path_factory.mktemp("checkpoint-records")
-    resumed = {kind: _resumed_run(kind, root / kind) for kind in ("map", "iterable")}
+    resumed_map, map_next, _ = _resumed_runs("map", root / "map")
+    (resumed_iterable,) = _resumed_runs("iterable", root / "iterable")
+    resumed = {
+        "map": resumed_map,
+        "map-next": map_next,
+        "iterable": resumed_iterable,
+        "shuffled": _shuffled_run(root / "shuffled"),
+    }
     broken = _broken(resumed)
     runs = [*resumed.values(), *(b[0] for b in broken.values())]
     verdicts = tracecheck.check_runs(runs, localise=False)
@@ -139,7 +266,7 @@ def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], d
 
 @pytest.mark.slow
 def test_a_resumed_run_with_its_checkpoints_is_accepted(checked):
-    for kind in ("map", "iterable"):
+    for kind in ("map", "map-next", "iterable", "shuffled"):
         verdict = checked[1][kind]
         assert verdict.ok, verdict.explain()
 
@@ -153,6 +280,11 @@ def test_a_resumed_run_with_its_checkpoints_is_accepted(checked):
         "load-ignored",
         "not-the-loaded-state",
         "shard-uncounted",
+        "dataset-state-dropped",
+        "stale-dataset-state",
+        "load-dataset-ignored",
+        "stale-rng",
+        "stale-rng-at-the-end",
     ],
 )
 def test_a_broken_checkpoint_is_rejected_at_its_record(checked, name):
