@@ -2,6 +2,7 @@
 
 Nodes are the top-level packages, with two leaves of ``loaderspec`` drawn on their own because
 everything else imports them: ``vocabulary`` (``loaderspec.vocabulary``, the names),
+``graded`` (``loaderspec.graded``, the one list of graded loaders),
 ``tracewriter`` (``loaderspec.tracewriter``, the one trace writer) and ``fakeaccel``
 (``loaderspec.fakeaccel``, the pinning backend). ``loaderspec`` is the rest: the
 tools (CLI, TLC runner, trace checker, spec scenarios, report).
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bench", "conformance", "faultinject", "loaderspec", "reference")
 LEAVES = {
     "loaderspec.vocabulary": "vocabulary",
+    "loaderspec.graded": "graded",
     "loaderspec.tracewriter": "tracewriter",
     "loaderspec.fakeaccel": "fakeaccel",
 }

@@ -65,7 +65,7 @@ def test_a_dataset_that_is_its_own_iterator_resumes_where_it_was(
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): datasets "that implement
     state_dict and load_state_dict" are checkpointed and restored.
     Guards: K8 meta-pytorch/data#1520 (a dataset's own state and what it handed out); the
-    reference's until issue 35: a state loaded before `iter(dataset)`, which resets it (the
+    reference's until 2026-11-28: a state loaded before `iter(dataset)`, which resets it (the
     epoch replayed), a state after iter() with no dataset state (0 batches resumed).
     """
     _play(
@@ -100,7 +100,7 @@ def test_a_dataset_state_advanced_at_an_epochs_end_is_kept(
     Property: CheckpointIsHandedOut. Seed (spec/DataLoaderCheckpoint.tla): an epoch that raised
     StopIteration counts as over in the state taken after it; the dataset's state with it.
     Guards: K7 meta-pytorch/data#1437 (a state saved at an epoch's end drops or repeats an
-    epoch); the reference's until issue 35: the dataset's own state dropped at an epoch's end.
+    epoch); the reference's until 2026-11-28: the dataset's own state dropped at an epoch's end.
     """
     _play(
         loader_cls,
@@ -125,7 +125,7 @@ def test_an_iterators_own_state_is_resumed(loader_cls: type, grade: Grade, worke
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): the dataset iterator's
     state is saved when it implements state_dict.
     Guards: K8 meta-pytorch/data#1520 (a fast-forward by count is not the iterator's state);
-    the reference's until issue 35: an iterator's own state ignored.
+    the reference's until 2026-11-28: an iterator's own state ignored.
     """
     _play(
         loader_cls,
@@ -158,7 +158,7 @@ def test_map_style_items_keep_their_values_after_a_resume(
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): the map-style dataset's
     state and the workers' base seed are restored.
     Guards: J1 pytorch/pytorch#5059 (randomness that is not the user's to control); the
-    reference's until issue 35: worker seeds and a map-style dataset's own state not saved.
+    reference's until 2026-11-28: worker seeds and a map-style dataset's own state not saved.
     """
     _play(
         loader_cls,
@@ -186,7 +186,7 @@ def test_a_shuffle_from_the_global_rng_resumes_in_its_epochs_order(
     Property: CheckpointIsHandedOut. Seed (torchdata, StatefulDataLoader): the sampler's
     generator state is saved with the loader's.
     Guards: K7 meta-pytorch/data#1437 (its scenario: shuffle=True, no generator); the
-    reference's until issue 35: an end-of-epoch state with no RNG (epoch 0's order again).
+    reference's until 2026-11-28: an end-of-epoch state with no RNG (epoch 0's order again).
     """
     _play(
         loader_cls,
@@ -214,8 +214,8 @@ def test_a_samplers_own_state_is_resumed(
 
     Property: ResumeEquivalence. Seed (torchdata, StatefulDataLoader): the sampler and the
     sampler iterator are saved when they implement state_dict.
-    Guards: K8 meta-pytorch/data#1520 (a fast-forward by count); the reference's until issue
-    35: a sampler re-drawn from scratch and fast-forwarded by count.
+    Guards: K8 meta-pytorch/data#1520 (a fast-forward by count); the reference's until
+    2026-11-28: a sampler re-drawn from scratch and fast-forwarded by count.
     """
     _play(
         loader_cls,

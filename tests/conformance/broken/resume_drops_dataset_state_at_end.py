@@ -1,7 +1,7 @@
 """Bug: a state taken after an epoch's StopIteration names the next epoch but keeps nothing the
 user's dataset, sampler or RNG did in the epochs before: a dataset's epoch counter advanced at
 its iteration's end restarts at 0 (CheckpointIsHandedOut, ResumeEquivalence; the reference's
-until issue 35)."""
+until 2026-11-28)."""
 
 from typing import Any
 

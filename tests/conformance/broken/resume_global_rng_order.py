@@ -1,6 +1,6 @@
 """Bug: `shuffle=True` without a generator: a state taken after an epoch's StopIteration holds no
 state of the RNG the order is drawn from, so under the user's restart (seed, rebuild, load) the
-resumed epoch comes in epoch 0's order (CheckpointIsHandedOut; the reference's until issue 35)."""
+resumed epoch comes in epoch 0's order (CheckpointIsHandedOut; the reference's until 2026-11-28)."""
 
 from typing import Any
 

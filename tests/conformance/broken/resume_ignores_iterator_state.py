@@ -1,7 +1,7 @@
 """Bug: an IterableDataset with no state_dict of its own is resumed by count within its epoch:
 the state of the iterator `iter(dataset)` returned (a generator seeded when it was made) is
 neither saved nor drawn again, so the resumed items are other values (ResumeEquivalence; the
-reference's until issue 35)."""
+reference's until 2026-11-28)."""
 
 from broken._stateful import Stateful
 

@@ -2,7 +2,7 @@
 alone: what the epochs before it drew (the workers' base seeds, torch's RNG in the loader's
 process, a sampler's own epoch) is drawn afresh, so items drawn from torch's RNG come with other
 values
-(ResumeEquivalence; the reference's until issue 35: worker seeds and a map-style dataset's own
+(ResumeEquivalence; the reference's until 2026-11-28: worker seeds and a map-style dataset's own
 state not saved)."""
 
 from broken._stateful import Stateful

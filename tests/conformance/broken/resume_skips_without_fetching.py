@@ -1,7 +1,7 @@
 """Bug: a map-style resume drops the positions handed out from the sampler instead of fetching
 them: what fetching them did to the user's dataset (its own state, the workers' RNG) is not
 done, so the items after the resume come with other values (ResumeEquivalence; the reference's
-until issue 35: "indices only: no item is loaded twice", the dataset's own state not saved)."""
+until 2026-11-28: "indices only: no item is loaded twice", the dataset's own state not saved)."""
 
 from typing import Any
 

@@ -1,6 +1,6 @@
 """Bug: a state taken between `iter()` and an epoch's first batch holds no state of an
 IterableDataset that saves its own: the resumed loader hands out 0 batches of that epoch
-(ResumeEquivalence; the reference's until issue 35, with a dataset that is its own iterator)."""
+(ResumeEquivalence; the reference's until 2026-11-28, with a dataset that is its own iterator)."""
 
 from typing import Any
 
