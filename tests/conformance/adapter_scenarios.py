@@ -1,10 +1,11 @@
-"""Shared by the adapter tests: the fixture that reaps finished workers, and the
-sandbox targets that drive any loader named "module:Class" (module-level: the sandbox pickles
-them by reference)."""
+"""Shared by the adapter tests: the registry's adapters (`ADAPTERS`, `load`, `ref`), the fixture
+that reaps finished workers, and the sandbox targets that drive any loader named "module:Class"
+(module-level: the sandbox pickles them by reference)."""
 
 from __future__ import annotations
 
 import gc
+import importlib
 import multiprocessing
 import traceback
 from typing import Any
@@ -12,6 +13,27 @@ from typing import Any
 import pytest
 import torch
 from loaderspec.faultinject import loaders, processes
+
+from loaderspec import graded
+
+# StatefulDataLoader is tested in test_adapters.py; every other adapter of the registry here.
+ADAPTERS = {g.name: g for g in graded.ADAPTERS if g.name != "torchdata"}
+
+
+def ref(name: str) -> str:
+    return ADAPTERS[name].loader
+
+
+def load(name: str) -> type:
+    # The adapter module (it raises ImportError naming the extra), not the package: streaming's
+    # package __init__ cannot be imported beside torch's CPU build, its adapter can.
+    entry = ADAPTERS[name]
+    module, cls = entry.loader.split(":")
+    try:
+        adapter = importlib.import_module(module)
+    except ImportError:
+        pytest.skip(f"{entry.distribution} is the optional extra loaderspec[{entry.extra}]")
+    return getattr(adapter, cls)
 
 
 @pytest.fixture(autouse=True)
