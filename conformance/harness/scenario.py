@@ -285,8 +285,16 @@ def play(
     if report.outcome == "deadline":
         note = past_deadline(loader_cls, _started(r), deadline_s, full_deadline_s)
         if note is None:  # it started under the short deadline: slow, not hung; all of it
-            again = dict(parent_dies=parent_dies, orphan_grace_s=orphan_grace_s, leaks=leaks)
-            return play(loader_cls, plan, deadline_s=full_deadline_s, must=must, **again)
+            return play(
+                loader_cls,
+                plan,
+                deadline_s=full_deadline_s,
+                must=must,
+                parent_dies=parent_dies,
+                orphan_grace_s=orphan_grace_s,
+                leaks=leaks,
+                skip_refused=skip_refused,
+            )
         _deadline_passed(r, deadline_s, must, note)
     if report.outcome == "raised":
         error = str(report.error or "").strip()
