@@ -800,3 +800,44 @@ def test_a_replay_draw_that_cannot_be_played_is_a_usage_error(
         "not a draw this suite recorded" if kind == "not a draw" else "test_y::test_gone"
     ) in err
     assert "Traceback" not in err
+
+
+HANGS_AT_ITER = """
+import threading
+import pytest
+from loaderspec.conformance.harness.scenario import kwargs, play
+
+class Loader:
+    def __init__(self, dataset, **kwargs):
+        self.dataset = dataset
+
+    def __iter__(self):
+        threading.Event().wait()  # never returns
+
+@pytest.mark.spec_property("IterationTerminates")
+@pytest.mark.parametrize("k", range(4))
+def test_epoch(loader_cls, k):
+    play(loader_cls, n=2 + k, kwargs=kwargs(0, batch_size=1), deadline_s=4.0)
+"""
+
+
+def test_a_loader_hanging_at_iter_is_graded_in_seconds_after_two_cases_and_named_once(
+    env: pytest.Pytester,
+) -> None:
+    """A loader whose iter() never returns: the first two cases wait out their deadline (4 s),
+    the later ones get the short one and say why; the summary names the cause once."""
+    from loaderspec.conformance.harness import scenario
+
+    env.makepyfile(test_h=HANGS_AT_ITER)
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess("--loader=test_h:Loader", f"--conformance-report={rep}")
+    out = result.stdout.str()
+    cases = sorted(json.loads((rep / "report.json").read_text())["cases"], key=lambda c: c["id"])
+    assert [c["outcome"] for c in cases] == ["FAIL"] * 4, out
+    assert [scenario.HUNG_PATTERN in c["detail"] for c in cases] == [False, False, True, True]
+    assert all(c["duration_s"] < 4.0 for c in cases[2:]), [c["duration_s"] for c in cases]
+    assert "test_h.py::test_epoch[0] and test_h.py::test_epoch[1]" in cases[2]["detail"]
+    cause = (
+        "one cause, 2 more FAILs graded in seconds each: the loader hangs before its first batch"
+    )
+    assert out.count(cause) == 1, out
