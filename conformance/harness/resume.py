@@ -140,14 +140,8 @@ def play_resume(
         # No step at all: a hang at iter(), counted as `play` counts it.
         note = scenario.past_deadline(loader_cls, bool(r.events), deadline_s, full_deadline_s)
         if note is None:  # it started under the short deadline: slow, not hung; all of it
-            return play_resume(
-                loader_cls,
-                plan,
-                must=must,
-                leaks=leaks,
-                skip_refused=skip_refused,
-                deadline_s=full_deadline_s,
-            )
+            again: dict[str, Any] = {"must": must, "leaks": leaks, "skip_refused": skip_refused}
+            return play_resume(loader_cls, plan, deadline_s=full_deadline_s, **again)
         fail(must, f"the scenario to end within {deadline_s:g} s", f"still running: {last}{note}")
     if report.outcome != "returned":
         pytest.fail(f"the resume scenario did not end normally: {report.error}", pytrace=False)

@@ -285,16 +285,9 @@ def play(
     if report.outcome == "deadline":
         note = past_deadline(loader_cls, _started(r), deadline_s, full_deadline_s)
         if note is None:  # it started under the short deadline: slow, not hung; all of it
-            return play(
-                loader_cls,
-                plan,
-                deadline_s=full_deadline_s,
-                must=must,
-                parent_dies=parent_dies,
-                orphan_grace_s=orphan_grace_s,
-                leaks=leaks,
-                skip_refused=skip_refused,
-            )
+            again: dict[str, Any] = {"parent_dies": parent_dies, "orphan_grace_s": orphan_grace_s}
+            again |= {"leaks": leaks, "skip_refused": skip_refused, "must": must}
+            return play(loader_cls, plan, deadline_s=full_deadline_s, **again)
         _deadline_passed(r, deadline_s, must, note)
     if report.outcome == "raised":
         error = str(report.error or "").strip()
