@@ -15,7 +15,6 @@ constructor raising `NotImplementedError` or rejecting one of torch's arguments)
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from loaderspec.faultinject.sandbox import SandboxReport
 
 __all__ = [
     "MUST_BOUND_S",
+    "PROBE_DEADLINE_S",
     "Await",
     "Leave",
     "Plan",
@@ -149,13 +149,17 @@ def run(
         shutil.rmtree(record_dir, ignore_errors=True)
 
 
-def probe_workers(loader_cls: type) -> loaders.WorkerKind:
+PROBE_DEADLINE_S = 60.0  # the worker probe's one small epoch, on a loaded machine
+
+
+def probe_workers(loader_cls: type, deadline_s: float = PROBE_DEADLINE_S) -> loaders.WorkerKind:
     """Watch one small epoch (4 items, `num_workers=2`) of `loader_cls` in a sandbox and say where
     its fetches ran: in other processes, in other threads of the loader's process, or in the
-    thread that called `next()`. A loader that refuses the configuration, or fetches nothing,
-    is taken to have processes (torch's shape; the cases then say what they need)."""
+    thread that called `next()`. A loader that refuses the configuration, or fetches nothing
+    (within `deadline_s`), is taken to have processes (torch's shape; the cases then say what
+    they need)."""
     plan = Plan(n=4, records=True, kwargs={"num_workers": 2, "batch_size": 1})
-    r = run(loader_cls, plan, deadline_s=60.0, linger_s=1.0)
+    r = run(loader_cls, plan, deadline_s=deadline_s, linger_s=1.0)
     fetches = [f for f in r.fetches if f.event == "fetch"]
     if r.report is None or not fetches:
         return "processes"
@@ -165,16 +169,19 @@ def probe_workers(loader_cls: type) -> loaders.WorkerKind:
     return "none" if all(f.tid == home for f in fetches) else "threads"
 
 
-@functools.cache
-def _probed(loader_cls: type) -> loaders.WorkerKind:
-    return probe_workers(loader_cls)
+_PROBED: dict[type, loaders.WorkerKind] = {}
 
 
-def workers(loader_cls: type) -> loaders.WorkerKind:
+def workers(loader_cls: type, probe_deadline_s: float = PROBE_DEADLINE_S) -> loaders.WorkerKind:
     """What `loader_cls`'s workers are: its `loaderspec_workers` declaration, else what one small
-    epoch showed (`probe_workers`, once per class and process).
+    epoch showed (`probe_workers` with `probe_deadline_s`, once per class and process).
 
     Raises:
         LoaderRefError: the class declares a kind that is not one of `WORKER_KINDS`.
     """
-    return loaders.declared_workers(loader_cls) or _probed(loader_cls)
+    declared = loaders.declared_workers(loader_cls)
+    if declared:
+        return declared
+    if loader_cls not in _PROBED:
+        _PROBED[loader_cls] = probe_workers(loader_cls, probe_deadline_s)
+    return _PROBED[loader_cls]

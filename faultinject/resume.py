@@ -424,15 +424,23 @@ def _value(ev: ResumeBatch | ResumeError) -> Any:
 
 
 def run(
-    loader: type, plan: ResumePlan, *, deadline_s: float, linger_s: float = MUST_BOUND_S
+    loader: type,
+    plan: ResumePlan,
+    *,
+    deadline_s: float,
+    linger_s: float = MUST_BOUND_S,
+    first_event_s: float | None = None,
 ) -> ResumeRun:
-    """Play `plan` against `loader` in a sandbox; never raises for what the loader does."""
+    """Play `plan` against `loader` in a sandbox; never raises for what the loader does.
+    `first_event_s`: a run with no event that long ends there, as past its deadline."""
     data, extra = plan.dataset()
     for kwargs in (plan.kwargs, plan.resume_kwargs or {}):
         why = loaders.unsupported(loader, {**kwargs, **extra}, dataset=data)
         if why:
             return ResumeRun(plan, None, refused=why)
-    report = sandbox.run(drive, loader, plan, deadline_s=deadline_s, linger_s=linger_s)
+    report = sandbox.run(
+        drive, loader, plan, deadline_s=deadline_s, linger_s=linger_s, first_note_s=first_event_s
+    )
     events = [n for n in report.notes if isinstance(n, ResumeEvent)]
     refused = next((e.reason for e in events if isinstance(e, ResumeRefused)), None)
     return ResumeRun(plan, report, events, refused=refused)

@@ -263,6 +263,13 @@ BROKEN: dict[str, tuple[str, list[str]]] = {
         ],
     ),
     "ignores_prefetch_bound": ("FAIL", [C + "test_prefetch_bound.py"]),
+    "hangs_at_iter": (
+        "FAIL",
+        [
+            IT + "::test_iterable_epoch_ends_promptly_after_its_last_item",
+            TPN + "::test_timeout_does_not_count_the_users_time_between_batches",
+        ],
+    ),
     "leaks_workers": (
         "FAIL",
         [
@@ -396,6 +403,7 @@ LEAKY_LIMIT_S = {"whole": 300.0, "quick": 300.0}
 # Broken loaders whose cases mostly wait out a 15-30 s bound (leak grace, scenario deadline, orphan
 # watch): spread over the groups first, so they wait side by side.
 WAITS = {
+    "hangs_at_iter",
     "leaks_workers",
     "survives_parent",
     "keeps_exhausted_worker",
