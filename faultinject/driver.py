@@ -156,19 +156,19 @@ def run(
     why = refusal(cls, plan)
     if why:
         return Run(plan, None, refused=why)
-    target: Callable[..., Any] = _play.drive
-    if isinstance(plan, RankPlan):
-        target, plan = ranks.group, ranks.timed(cls, plan)
-    elif isinstance(plan, ResumePlan):
-        target = resume.drive
     record_dir = tempfile.mkdtemp(prefix="faultinject-run-")
+    # The sandbox target: the plan's player (a rank group's, a resume's, or one loader's).
+    target: Callable[..., Any] = _play.drive
+    args: tuple[Any, ...] = (loader if start == "spawn" else cls, plan, record_dir, linger_by_type)
+    if isinstance(plan, RankPlan):
+        plan = ranks.timed(cls, plan)
+        target, args = ranks.group, (cls, plan)
+    elif isinstance(plan, ResumePlan):
+        target, args = resume.drive, (cls, plan)
     try:
         report = sandbox.run(
             target,
-            loader if start == "spawn" else cls,
-            plan,
-            record_dir,
-            linger_by_type,
+            *args,
             deadline_s=deadline_s,
             start=start,
             orphan_grace_s=orphan_grace_s,

@@ -301,15 +301,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def group(
-    loader: type | str,
-    plan: RankPlan,
-    record_dir: str | None = None,
-    linger_by_type: Mapping[str, float] | None = None,
-) -> int:
-    """The sandbox target (as `_play.drive`'s; the ranks keep no records and the harness's leak
-    waits are the group's): fork the ranks, relay their events, reap them; the group's port."""
-    cls = loaders.resolve(loader) if isinstance(loader, str) else loader
+def group(cls: type, plan: RankPlan) -> int:
+    """The sandbox target: fork the ranks, relay their events, reap them; the group's port."""
     port = free_port()
     os.environ.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port))
     sandbox.note(GroupPort(epoch=None, t=time.monotonic(), dt=0.0, port=port))

@@ -333,15 +333,8 @@ class _Resume(Driver):
         return True
 
 
-def drive(
-    loader: type | str,
-    plan: ResumePlan,
-    record_dir: str | None = None,
-    linger_by_type: Mapping[str, float] | None = None,
-) -> None:
-    """The sandbox target (as `_play.drive`'s; the segments keep no records, and the harness's
-    leak wait is the run's)."""
-    cls = loaders.resolve(loader) if isinstance(loader, str) else loader
+def drive(cls: type, plan: ResumePlan) -> None:
+    """The sandbox target."""
     with tempfile.TemporaryDirectory(prefix="loaderspec-resume-") as scratch:
         _Resume(cls, plan, scratch).play()
 
