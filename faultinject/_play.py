@@ -12,6 +12,12 @@ step is one `faultinject.events` event, streamed to the harness as it happens
 
 A loader constructor raising `NotImplementedError` or rejecting one of torch's arguments is a
 `Refused` event: nothing runs.
+
+`Driver` is the one driver of every kind of plan: a rank group's ranks (`faultinject.ranks`) and
+a resume scenario's segments (`faultinject.resume`) subclass it, keeping its construction, its
+`next()` loop (`Driver.calls`) and its events, and add their own moves through its hooks
+(`dataset`, `kwargs`, `before_next`, `after_batch`, `max_errors`); `rank` and `seg` go on every
+event they note.
 """
 
 from __future__ import annotations
