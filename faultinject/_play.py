@@ -410,27 +410,36 @@ class Driver:
 
     # ---- epochs
 
-    def leave_loop(self, loader: Any, epoch: int, leave: Leave) -> None:
-        """`for` over the loader and leave after `leave.after` batches by `break` or by
-        raising; the `dropped` event times the leaving (the iterator's shutdown runs when the
-        loop lets go of it)."""
+    def leave_loop(self, loader: Any, epoch: int, leave: Leave) -> Played:
+        """`for` over the loader and leave after `leave.after` batches (or when `after_batch`
+        ends the epoch) by `break` or by raising; the `dropped` event times the leaving (the
+        iterator's shutdown runs when the loop lets go of it). A loop that ran out first notes
+        its `Stop`; one the loader's own error ended notes the `Error` (`last`)."""
         start = time.monotonic()
+        taken = 0
+        last: Call | None = None
         try:
-            for i, batch in enumerate(_Loop(loader, self.held)):
-                self.batch(epoch, start, batch)
-                if i + 1 >= leave.after:
+            for batch in _Loop(loader, self.held):
+                taken += 1
+                last = self.batch(epoch, start, batch, self.kept)
+                if not self.after_batch(epoch, taken) or taken >= leave.after:
                     self.awaited(epoch, self.plan.before_leave)
                     start = time.monotonic()
                     if leave.how == "raise":
                         raise _Boom
                     break
                 start = time.monotonic()
+            else:
+                last = self.note(Stop, epoch, start, after=taken)
+                start = time.monotonic()
         except _Boom:
             pass
         except Exception as exc:  # the loader's own error ends the loop, as in a user's script
-            self.error(epoch, start, exc)
+            last = self.error(epoch, start, exc, step=taken)
             start = time.monotonic()
         self.note(Dropped, epoch, start)
+        errors = int(isinstance(last, Error))
+        return Played(last, taken + errors + isinstance(last, Stop), taken, errors)
 
     # ---- one epoch's next() calls: the loop every scenario plays
 

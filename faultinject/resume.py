@@ -34,9 +34,8 @@ from loaderspec.faultinject.events import (
     NoState,
     StateChanged,
     StateTaken,
-    Stop,
 )
-from loaderspec.faultinject.plan import BeforeLoad, Cut, Moment, ResumePlan
+from loaderspec.faultinject.plan import BeforeLoad, Cut, Leave, Moment, ResumePlan
 from torch.utils.data import IterableDataset
 
 __all__ = [
@@ -309,27 +308,17 @@ class _Resume(Driver):
         return ended
 
     def broken_loop(self, loader: Any, epoch: int, cut: Cut) -> bool:
-        taken = 0
+        """The user's `for` loop, left by `break` after `cut.after` batches (`Driver.leave_loop`),
+        then the state (False: the loop raised)."""
         user_state.new_iterator(self.scratch)
-        start = time.monotonic()
-        try:
-            for batch in loader:
-                taken += 1
-                user_state.mark_handed(self.scratch)
-                self.batch(epoch, start, batch)
-                if taken >= cut.after:
-                    break
-                start = time.monotonic()
-            else:
-                self.note(Stop, epoch, start, after=taken)
-        except Exception as exc:
-            self.error(epoch, start, exc)
-            if type(exc).__name__ in {f.exc_type.__name__ for f in self.plan.faults}:
+        played = self.leave_loop(loader, epoch, Leave("break", cut.after))
+        if isinstance(played.last, Error):
+            if played.last.type in {f.exc_type.__name__ for f in self.plan.faults}:
                 # The user's loop raised before its break: the run ends with no state, an
                 # outcome of its own (not a resume that lost the rest of the epoch).
-                self.note(NoState, epoch, time.monotonic(), after=taken)
+                self.note(NoState, epoch, time.monotonic(), after=played.taken)
             return False
-        self.take(epoch, loader, "cut", taken)
+        self.take(epoch, loader, "cut", played.taken)
         return True
 
 
