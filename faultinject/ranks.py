@@ -37,7 +37,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from loaderspec.faultinject import _wire, loaders, processes, sandbox
+from loaderspec.faultinject import _fire, _wire, loaders, processes, sandbox
 from loaderspec.faultinject._play import Driver
 from loaderspec.faultinject.datasets import FaultyDataset
 from loaderspec.faultinject.events import (
@@ -52,7 +52,7 @@ from loaderspec.faultinject.events import (
     WorkersLeft,
 )
 from loaderspec.faultinject.plan import MUST_BOUND_S, RankPlan
-from torch.utils.data import IterableDataset, get_worker_info
+from torch.utils.data import IterableDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from loaderspec import tracewriter
@@ -88,7 +88,7 @@ class RankShardedIterable(IterableDataset[int]):
         return mine if worker is None else mine[worker::num_workers]
 
     def __iter__(self) -> Iterator[int]:
-        info = get_worker_info()
+        info = _fire.worker_info()  # looked up now: a thread loader may replace torch's
         yield from self.expected(*((info.id, info.num_workers) if info else (None, 1)))
 
     def __repr__(self) -> str:
