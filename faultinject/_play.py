@@ -250,6 +250,7 @@ class Driver:
         plan = self.plan
         mine = tuple(f for f in plan.faults if getattr(f, "point", None) != "in_worker_init")
         common: dict[str, Any] = {"cost_s": plan.cost_s, "record_dir": self.record_dir}
+        common["state_dir"] = plan.once_dir
         if plan.shards is not None:
             return FaultyIterable(plan.shards, mine, **common)
         if plan.tag_epochs:

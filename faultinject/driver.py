@@ -18,7 +18,6 @@ constructor raising `NotImplementedError` or rejecting one of torch's arguments)
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -33,6 +32,7 @@ from loaderspec.faultinject.sandbox import SandboxReport
 
 __all__ = [
     "MUST_BOUND_S",
+    "PROBE_DEADLINE_S",
     "Await",
     "Leave",
     "Plan",
@@ -135,6 +135,7 @@ def run(
     orphan_grace_s: float = 1.0,
     linger_s: float = MUST_BOUND_S,
     linger_by_type: Mapping[str, float] | None = None,
+    first_event_s: float | None = None,
 ) -> Run:
     """Play `plan` against `loader` in a sandbox; never raises for anything the loader does.
 
@@ -148,6 +149,8 @@ def run(
         linger_s: how long the loader's processes may take to exit after the scenario ended.
         linger_by_type: `linger_s` for loaders of these types (`"module:Class"` of what the
             constructor returned: the `built` event's value).
+        first_event_s: a run with no event that long ends there, as past its deadline (a
+            resume's segments note no `built` event: its first event is its first step).
 
     Raises:
         faultinject.sandbox.SandboxError: the sandbox could not start (e.g. a local class).
@@ -175,6 +178,7 @@ def run(
             linger_s=linger_s,
             # A rank group's ranks are processes of their own: what they orphan stays counted.
             subreaper=isinstance(plan, RankPlan),
+            first_note_s=first_event_s,
         )
         events = [n for n in report.notes if isinstance(n, Event)]
         out = Run(plan, report, [e for e in events if not isinstance(e, GroupPort)])
@@ -200,13 +204,17 @@ def refusal(loader: type, plan: Plan) -> str | None:
     return loaders.unsupported(loader, {**added, **plan.kwargs}, dataset=_probe_dataset(plan))
 
 
-def probe_workers(loader_cls: type) -> loaders.WorkerKind:
+PROBE_DEADLINE_S = 60.0  # the worker probe's one small epoch, on a loaded machine
+
+
+def probe_workers(loader_cls: type, deadline_s: float = PROBE_DEADLINE_S) -> loaders.WorkerKind:
     """Watch one small epoch (4 items, `num_workers=2`) of `loader_cls` in a sandbox and say where
     its fetches ran: in other processes, in other threads of the loader's process, or in the
-    thread that called `next()`. A loader that refuses the configuration, or fetches nothing,
-    is taken to have processes (torch's shape; the cases then say what they need)."""
+    thread that called `next()`. A loader that refuses the configuration, or fetches nothing
+    (within `deadline_s`), is taken to have processes (torch's shape; the cases then say what
+    they need)."""
     plan = Plan(n=4, records=True, kwargs={"num_workers": 2, "batch_size": 1})
-    r = run(loader_cls, plan, deadline_s=60.0, linger_s=1.0)
+    r = run(loader_cls, plan, deadline_s=deadline_s, linger_s=1.0)
     fetches = [f for f in r.fetches if f.event == "fetch"]
     if r.report is None or not fetches:
         return "processes"
@@ -216,16 +224,19 @@ def probe_workers(loader_cls: type) -> loaders.WorkerKind:
     return "none" if all(f.tid == home for f in fetches) else "threads"
 
 
-@functools.cache
-def _probed(loader_cls: type) -> loaders.WorkerKind:
-    return probe_workers(loader_cls)
+_PROBED: dict[type, loaders.WorkerKind] = {}
 
 
-def workers(loader_cls: type) -> loaders.WorkerKind:
+def workers(loader_cls: type, probe_deadline_s: float = PROBE_DEADLINE_S) -> loaders.WorkerKind:
     """What `loader_cls`'s workers are: its `loaderspec_workers` declaration, else what one small
-    epoch showed (`probe_workers`, once per class and process).
+    epoch showed (`probe_workers` with `probe_deadline_s`, once per class and process).
 
     Raises:
         LoaderRefError: the class declares a kind that is not one of `WORKER_KINDS`.
     """
-    return loaders.declared_workers(loader_cls) or _probed(loader_cls)
+    declared = loaders.declared_workers(loader_cls)
+    if declared:
+        return declared
+    if loader_cls not in _PROBED:
+        _PROBED[loader_cls] = probe_workers(loader_cls, probe_deadline_s)
+    return _PROBED[loader_cls]

@@ -86,6 +86,9 @@ class Plan:
     event counts them; the suite sets `pause_ahead` to the window it checks).
     `fd_headroom`: the file descriptors the loader's process may still open (RLIMIT_NOFILE is
     set that far above those open when the loader is built, whatever the harness inherited).
+    `once_dir`: where faults with `once=True` mark that they fired (None: a folder of this run
+    only); a folder kept across runs makes such a fault fire in the first run only (a delay
+    injected once, then replays without it).
     `setup` / `teardown`: module-level callables run in the child before the loader is built /
     after it was dropped (an accelerator, a tracer). `loaders`: build, iterate and drop that many
     loaders one after the other (epochs are numbered on across them; each `loader_dropped` event
@@ -124,6 +127,7 @@ class Plan:
     teardown: Callable[[], Any] | None = None
     loaders: int = 1
     render: Literal["flat", "structure"] = "flat"
+    once_dir: str | None = None
 
     def argument_names(self) -> set[str]:
         """The names of the loader's constructor arguments the driver passes: `kwargs`, and what

@@ -7,7 +7,7 @@ the loader and builds a new one that loads it. `faultinject.driver.run(loader, p
 one `faultinject.sandbox` child (`drive` is its target), the uninterrupted run (segment -1) and
 then the interrupted one (segments 0, 1, ...: one loader each, the last one to the end), each
 loader driven by `faultinject._play`'s driver, and streams one event per step
-(`faultinject.events`, its `seg` set): `Built`, `Batch`, `Stop`, `Error`, `StateTaken`,
+(`faultinject.events`, its `seg` set): `Batch`, `Stop`, `Error`, `StateTaken`,
 `StateChanged`, `Moved`, `NoState`, `Refused`.
 
 A resumed segment loads the state as pickled when `state_dict()` returned it (what a checkpoint on
@@ -141,6 +141,10 @@ class _Resume(Driver):
             out["generator"] = torch.Generator().manual_seed(plan.seed)
         out.update(self.extra)
         return out
+
+    def built(self, loader: Any, start: float) -> None:
+        """No `Built` event: a resume's first event is its first step (a batch, a state, an
+        error), which the harness may bound (`driver.run(first_event_s=...)`)."""
 
     def build(self, seg: int) -> Any:
         """Segment `seg`'s loader (None: its constructor refused the configuration, noted)."""
