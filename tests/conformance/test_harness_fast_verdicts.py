@@ -159,21 +159,21 @@ def test_the_resume_cases_and_the_worker_probe_share_the_hang_pattern(
     holds, resume scenarios and the worker probe get the short deadline too."""
     from loaderspec.conformance.harness import resume as harness_resume
     from loaderspec.faultinject import driver
-    from loaderspec.faultinject.resume import Cut, ResumePlan, ResumeRun
+    from loaderspec.faultinject.plan import Cut, ResumePlan
 
     calls: list[tuple[float, float | None]] = []
 
-    def hung_resume(loader_cls: type, plan: ResumePlan, **kw: Any) -> ResumeRun:
+    def hung_resume(loader_cls: type, plan: ResumePlan, **kw: Any) -> Run:
         calls.append((kw["deadline_s"], kw.get("first_event_s")))
         report = SandboxReport(outcome="deadline", elapsed_s=kw["first_event_s"])
-        return ResumeRun(plan, report, [])
+        return Run(plan, report, [])
 
     def hung(plan: Plan, deadline_s: float) -> Run:
         built = Built(None, 0.0, 0.0, ref="x:Hangs")
         return Run(plan, SandboxReport(outcome="deadline", elapsed_s=deadline_s), events=[built])
 
     probes: list[float] = []
-    monkeypatch.setattr(harness_resume.resume, "run", hung_resume)
+    monkeypatch.setattr(harness_resume.driver, "run", hung_resume)
     monkeypatch.setattr(harness_resume.loaders, "stateful", lambda cls: True)
     monkeypatch.setattr(scenario, "run", _runner(sandbox, hung))
     monkeypatch.setattr(driver, "_PROBED", {})
