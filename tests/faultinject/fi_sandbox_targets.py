@@ -24,16 +24,26 @@ def boom(message: str) -> None:
 
 
 def _fork_sleeper(seconds: float, *, pdeathsig: bool = False) -> int:
-    """Fork a grandchild that sleeps `seconds` (optionally dying with its parent)."""
+    """Fork a grandchild that sleeps `seconds` (optionally dying with its parent).
+
+    With `pdeathsig`, the fork returns only once the grandchild has asked for the signal: a
+    parent that died before the prctl call would leave it alive (a race seen under load)."""
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
+            os.close(ready_r)
             if pdeathsig:
                 libc = ctypes.CDLL(None, use_errno=True)
                 libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            os.write(ready_w, b"1")
+            os.close(ready_w)
             time.sleep(seconds)
         finally:
             os._exit(0)
+    os.close(ready_w)
+    os.read(ready_r, 1)  # bounded by the sandbox's deadline
+    os.close(ready_r)
     return pid
 
 
