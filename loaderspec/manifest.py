@@ -58,6 +58,7 @@ _KEYS = {
     "substitute",
     "constraint",
     "properties",
+    "invariants",
     "args",
     "fast_start",
     "workers",
@@ -218,7 +219,9 @@ def _model(path: Path, name: str, table: dict[str, Any], out: Path) -> Model:
         raise fail(f"checks spec module {module}, whose constants need a [{DEFAULTS}.{module}]")
     constants = dict(defaults[module])
     props = module_properties(module)
+    # Every invariant of the module, and a model's own (an inductive invariant: MCInductive.tla).
     invariants = tuple(p.name for p in props if p.check is Check.INVARIANT)
+    invariants += tuple(table.get("invariants", ()))
     temporal = tuple(p.name for p in props if p.check is Check.TEMPORAL)
     overrides = table.get("constants", {})
     unknown = set(overrides) - set(constants)

@@ -226,6 +226,31 @@ PerLoaderPrefetchRoom == Cardinality(DOMAIN task_info) < PrefetchFactor
 \* issue 38 excused a worker that was not alive, whatever ended it, and accepted this.
 PersistentRetireSendsNone == TRUE
 
+\* --- issue 38, round two: bugs that take another path than the guard a property once restated;
+\* each property reads `observed` (DataLoader's observer), so the path does not matter ---------
+
+\* NoSilentLoss: a persistent loader retires an exhausted worker by killing it (terminate()): the
+\* next epoch's _ResumeIteration is never acknowledged, and iter() times out. The worker was not
+\* killed by a fault, so its death excuses nothing (the NothingLostOnTheWay before this round took
+\* any "killed" worker for a death, and accepted it: MCBroken.NothingLostOnTheWayBeforeKill).
+KillsOnRetire == TRUE
+
+\* NoFetchAfterDone (SHOULD only): the worker's loop puts a result and takes its next index in one
+\* go, checking the done event only at the loop's top (after a get that timed out): the indices
+\* queued behind the done event are fetched. Not the SkipsTask guard WorkerIgnoresDone breaks:
+\* WorkerFetch never runs for them, WorkerPut takes them.
+PutTakesNextIndex == TRUE
+
+\* ShutdownOrder (SHOULD only): the user's drop puts None into every worker's queue at once,
+\* before _shutdown_workers sets the done event (c.ii before c.i); not the SentinelMayGo guard
+\* SentinelBeforeDone breaks: MainPutSentinel never runs, the drop put them.
+DropPutsNone == TRUE
+
+\* NoDispatchAfterEnd: a persistent iterator, broken off mid-epoch, tops its window up on the way
+\* out (one more task of the ended epoch); not the MayDispatch guard PrefetchAfterBreak breaks:
+\* MainTryPutIndex never runs after the break, the break sent it.
+BreakTopsUp == TRUE
+
 \* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
 \* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
 \* up to one step past the correct model's bounds, which is where their violation shows.
@@ -283,6 +308,19 @@ NothingLostOnTheWayBefore38 ==
         /\ iter_state = "resuming" =>
               resume_iteration_cnt
                   <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWayBefore38(w)})
+
+\* NothingLostOnTheWay as it was before a loader's own kill was told from a fault's, a witness
+\* that it excused too much (tests/spec: RetireKillsWorker violates NoSilentLoss and holds this).
+DiedBeforeKill(w) == worker_state[w] = "killed"
+NothingLostOnTheWayBeforeKill ==
+    (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
+        /\ iter_state = "running" =>
+              \A i \in DOMAIN task_info :
+                  (task_info[i].data = NoMsg /\ ~DiedBeforeKill(task_info[i].worker) /\ Awaited(i))
+                      => TaskOnItsWay(i)
+        /\ iter_state = "resuming" =>
+              resume_iteration_cnt
+                  <= Cardinality({w \in Workers : DiedBeforeKill(w) \/ AckOnItsWay(w)})
 
 \* A worker blocked on a full result channel: it holds a result and there is no room.
 NoBlockedPut == ~\E w \in Workers : worker_state[w] = "busy" /\ ~HasRoom(w)
