@@ -429,13 +429,17 @@ FetchBegan(w) ==
     /\ HeadIs(w, "task")
     /\ Len(index_queues'[w]) < Len(index_queues[w])
     /\ worker_state'[w] \in {"busy", "hung"}
-\* The <<idx, epoch>> of the tasks in an index queue; a task of epoch e appeared in one: sent.
-TasksIn(q) == {<<q[k].idx, q[k].epoch>> : k \in {j \in DOMAIN q : q[j].kind = "task"}}
+\* A task of epoch e was sent to some worker, by whatever action: it appears at the end of the
+\* worker's index queue (a FIFO: every put appends, several at once for a re-send).
 TaskSent(e) ==
-    \E w \in Workers : \E t \in TasksIn(index_queues'[w]) \ TasksIn(index_queues[w]) : t[2] = e
-\* A None appeared in w's index queue.
-SentinelsIn(q) == Cardinality({k \in DOMAIN q : q[k].kind = "sentinel"})
-SentinelPut(w) == SentinelsIn(index_queues'[w]) > SentinelsIn(index_queues[w])
+    \E w \in Workers :
+        /\ Len(index_queues'[w]) > Len(index_queues[w])
+        /\ \E k \in Len(index_queues[w]) + 1 .. Len(index_queues'[w]) :
+              index_queues'[w][k].kind = "task" /\ index_queues'[w][k].epoch = e
+\* A None was put into w's queue (nothing is put behind a None: it is the last message).
+SentinelPut(w) ==
+    /\ Len(index_queues'[w]) > Len(index_queues[w])
+    /\ index_queues'[w][Len(index_queues'[w])].kind = "sentinel"
 \* The user got a batch (or its error); the user got StopIteration (a call ended, stopped).
 HandedOut == Len(delivered') > Len(delivered)
 StopRaised == in_call /\ ~in_call' /\ iter_state' = "stopped"
@@ -455,26 +459,40 @@ Killed(w) == worker_state[w] # "killed" /\ worker_state'[w] = "killed"
 
 Observe(actor) ==
     LET o == observed
-        seen == [w \in Workers |-> o.sentinel_seen[w] \/ SentinelPut(w)]
+        queued == index_queues' # index_queues
+        fetch == workers_done_event /\ \E w \in Workers : FetchBegan(w)
+        sent == (epoch_over \/ epoch_over') /\ queued /\ epoch' = epoch /\ TaskSent(epoch)
+        handed_end == epoch_over /\ HandedOut
+        handed_failure == failure # "none" /\ HandedOut
+        stopped_failure == failure # "none" /\ StopRaised
+        pin_read == workers_done_event /\ PinRead(actor)
+        sentinel_told == queued /\ SentinelBeforeTold
+        new_sentinel == queued /\ \E w \in Workers : ~o.sentinel_seen[w] /\ SentinelPut(w)
+        seen == [w \in Workers |-> o.sentinel_seen[w] \/ (queued /\ SentinelPut(w))]
+        lives == worker_state' # worker_state
+        joined_early ==
+            lives /\ (\E w \in Workers : Joined(w)) /\ (\E v \in Workers : ~seen[v])
+        kill == actor = "main" /\ ~shutdown /\ lives /\ \E w \in Workers : Killed(w)
     IN observed' =
-        [fetch_after_done |->
-            o.fetch_after_done \/ (workers_done_event /\ \E w \in Workers : FetchBegan(w)),
-         sent_after_end |->
-            o.sent_after_end \/ ((epoch_over \/ epoch_over') /\ epoch' = epoch /\ TaskSent(epoch)),
-         handed_after_end |-> o.handed_after_end \/ (epoch_over /\ HandedOut),
-         handed_after_failure |-> o.handed_after_failure \/ (failure # "none" /\ HandedOut),
-         stopped_after_failure |-> o.stopped_after_failure \/ (failure # "none" /\ StopRaised),
-         pin_read_after_done |->
-            o.pin_read_after_done \/ (workers_done_event /\ PinRead(actor)),
-         pin_joined_running |-> o.pin_joined_running \/ PinJoinedRunning,
-         told_before_pin_joined |-> o.told_before_pin_joined \/ ToldBeforePinJoined,
-         sentinel_before_told |-> o.sentinel_before_told \/ SentinelBeforeTold,
-         joined_before_sentinels |->
-            o.joined_before_sentinels
-            \/ ((\E w \in Workers : Joined(w)) /\ (\E v \in Workers : ~seen[v])),
-         sentinel_seen |-> seen,
-         loader_killed |->
-            [w \in Workers |-> o.loader_killed[w] \/ (actor = "main" /\ ~shutdown /\ Killed(w))]]
+        \* (The record is rebuilt only at a step that changes it: TLC evaluates every action's
+        \* Observe for ENABLED too, so the common case must be cheap.)
+        IF \/ fetch \/ sent \/ handed_end \/ handed_failure \/ stopped_failure \/ pin_read
+           \/ PinJoinedRunning \/ ToldBeforePinJoined \/ sentinel_told \/ new_sentinel
+           \/ joined_early \/ kill
+        THEN [fetch_after_done |-> o.fetch_after_done \/ fetch,
+              sent_after_end |-> o.sent_after_end \/ sent,
+              handed_after_end |-> o.handed_after_end \/ handed_end,
+              handed_after_failure |-> o.handed_after_failure \/ handed_failure,
+              stopped_after_failure |-> o.stopped_after_failure \/ stopped_failure,
+              pin_read_after_done |-> o.pin_read_after_done \/ pin_read,
+              pin_joined_running |-> o.pin_joined_running \/ PinJoinedRunning,
+              told_before_pin_joined |-> o.told_before_pin_joined \/ ToldBeforePinJoined,
+              sentinel_before_told |-> o.sentinel_before_told \/ sentinel_told,
+              joined_before_sentinels |-> o.joined_before_sentinels \/ joined_early,
+              sentinel_seen |-> seen,
+              loader_killed |->
+                 [w \in Workers |-> o.loader_killed[w] \/ (kill /\ Killed(w))]]
+        ELSE o
 
 -----------------------------------------------------------------------------
 (* The user's calls *)
@@ -531,7 +549,7 @@ SendTask ==
 SendVars == <<index_queues, task_info, workers_num_tasks, worker_queue_idx, assigned,
               sent_to_retired, tasks_outstanding, send_idx>>
 
-MainTryPutIndex ==
+MainTryPutIndexStep ==
     /\ MayDispatch
     /\ MaySend
     /\ SendTask
@@ -541,12 +559,12 @@ MainTryPutIndex ==
                    pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure,
                    retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainTryPutIndex == MainTryPutIndexStep /\ Observe("main")
 
 \* Receive one message: store it in its task's slot (handed out by MainProcessData, or retired
 \* by MainMarkWorkerUnavailable). A message matching no outstanding task (a resume ack, or a
 \* result of an earlier epoch in a broken loader) is dropped.
-MainGetData ==
+MainGetDataStep ==
     /\ Serving
     /\ \E s \in Sources :
         /\ SourceReady(s)
@@ -561,11 +579,11 @@ MainGetData ==
                    parent_alive>>
     /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
-    /\ Observe("main")
+MainGetData == MainGetDataStep /\ Observe("main")
 
 \* Hand out task i (its data, or reraise its error): in order, or any with in_order=False.
 \* The call returns.
-MainProcessData(i) ==
+MainProcessDataStep(i) ==
     /\ in_call /\ HandOutGuard
     /\ Buffered(i)
     /\ task_info[i].data.kind \in {"data", "error"}
@@ -580,11 +598,11 @@ MainProcessData(i) ==
                    shutdown, iter_state, resume_iteration_cnt, sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at, epoch_over, failure, retired,
                    sent_to_retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainProcessData(i) == MainProcessDataStep(i) /\ Observe("main")
 
 \* Step rcvd_idx over a slot with nothing to hand out: handed out already (in_order=False) or
 \* owned by a retired (exhausted) worker that will send nothing for it.
-MainSkipExhausted ==
+MainSkipExhaustedStep ==
     /\ Serving
     /\ rcvd_idx < send_idx
     /\ Skippable(rcvd_idx)
@@ -597,11 +615,11 @@ MainSkipExhausted ==
                    shutdown, iter_state, in_call, resume_iteration_cnt, sentinel_sent,
                    parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
-    /\ Observe("main")
+MainSkipExhausted == MainSkipExhaustedStep /\ Observe("main")
 
 \* An _IterableDatasetStopIteration from w arrived: send w no more tasks this epoch; without
 \* persistent workers also tell it to exit (torch: _mark_worker_as_unavailable puts None).
-MainMarkWorkerUnavailable(w) ==
+MainMarkWorkerUnavailableStep(w) ==
     /\ Serving
     /\ \E i \in DOMAIN task_info :
         /\ Buffered(i)
@@ -626,11 +644,11 @@ MainMarkWorkerUnavailable(w) ==
                    pin_memory_thread_done_event>>
     /\ UNCHANGED <<iteration_end, pin_state, pin_msg, delivered, assigned, exhausted_at,
                    epoch_over, failure, sent_to_retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainMarkWorkerUnavailable(w) == MainMarkWorkerUnavailableStep(w) /\ Observe("main")
 
 \* Nothing left to hand out: raise StopIteration; without persistent workers, shut down. A next()
 \* after the end raises StopIteration again.
-MainStopIteration ==
+MainStopIterationStep ==
     /\ in_call /\ parent_alive
     /\ \/ Iterating /\ NothingLeft
        \/ iter_state = "stopped"
@@ -643,7 +661,7 @@ MainStopIteration ==
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure, retired,
                    sent_to_retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainStopIteration == MainStopIterationStep /\ Observe("main")
 
 \* The iterator depends on worker w and w died (not by our own terminate at shutdown).
 DependsOnDead(w) ==
@@ -655,7 +673,7 @@ DependsOnDead(w) ==
 
 \* SIGCHLD / the liveness poll, seen inside a call: raise RuntimeError naming w ("exited
 \* unexpectedly").
-MainDetectWorkerFailure(w) ==
+MainDetectWorkerFailureStep(w) ==
     /\ DetectsWorkerDeath
     /\ in_call
     /\ DependsOnDead(w)
@@ -666,11 +684,11 @@ MainDetectWorkerFailure(w) ==
     /\ UNCHANGED <<data_queue, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over,
                    retired, sent_to_retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainDetectWorkerFailure(w) == MainDetectWorkerFailureStep(w) /\ Observe("main")
 
 \* Waiting on the pin thread's queue, the main process finds the thread dead (torch: "Pin memory
 \* thread exited unexpectedly"): raise, fail-stop.
-MainDetectPinFailure ==
+MainDetectPinFailureStep ==
     /\ DetectsPinDeath
     /\ in_call /\ parent_alive /\ ~shutdown
     /\ iter_state \in {"running", "resuming"}
@@ -685,7 +703,7 @@ MainDetectPinFailure ==
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over, retired,
                    sent_to_retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainDetectPinFailure == MainDetectPinFailureStep /\ Observe("main")
 
 \* next() waits in _get_data: in order, for rcvd_idx's result (its slot outstanding at an active
 \* worker, whatever later results are buffered); with in_order=False, for any result while none
@@ -702,7 +720,7 @@ WaitsForData ==
 
 \* `timeout` seconds with nothing received while waiting: raise RuntimeError, fail-stop. torch
 \* checks for dead workers before it reports a timeout: a death it can see wins.
-MainTimeout ==
+MainTimeoutStep ==
     /\ WithTimeout
     /\ in_call /\ parent_alive /\ ~shutdown
     /\ WaitsForData
@@ -716,7 +734,7 @@ MainTimeout ==
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over, retired,
                    sent_to_retired, acted_on_live_stop>>
-    /\ Observe("main")
+MainTimeout == MainTimeoutStep /\ Observe("main")
 
 \* Persistent workers, a new iter(loader) after StopIteration or a break: _reset sends
 \* _ResumeIteration to every worker and waits, inside iter(), for as many acks.
@@ -743,7 +761,7 @@ MainResumeIteration ==
 
 \* _reset's loop: read one message; a resume ack counts, anything else (a result of the epoch
 \* that was broken off) is dropped. The last ack starts the epoch and iter() returns.
-MainDrainResume ==
+MainDrainResumeStep ==
     /\ in_call /\ parent_alive /\ ~shutdown
     /\ iter_state = "resuming"
     /\ \E s \in Sources :
@@ -759,7 +777,7 @@ MainDrainResume ==
                    parent_alive>>
     /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
-    /\ Observe("main")
+MainDrainResume == MainDrainResumeStep /\ Observe("main")
 
 \* The user breaks off between calls (break, del it, an exception in the loop body) or drops
 \* the loader. Persistent workers survive a break mid-epoch; everything else starts the shutdown
@@ -794,34 +812,34 @@ MainDropIterator ==
 -----------------------------------------------------------------------------
 (* The main process: shutdown, in the NOTE's order (torch: _shutdown_workers) *)
 
-MainSetPinDone ==
+MainSetPinDoneStep ==
     /\ parent_alive /\ shutdown /\ PinMemory
     /\ ~pin_memory_thread_done_event
     /\ PinShutdownMayStart
     /\ pin_memory_thread_done_event' = TRUE
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
                    workers_done_event, actor_vars, history_vars>>
-    /\ Observe("main")
+MainSetPinDone == MainSetPinDoneStep /\ Observe("main")
 
 \* The pin thread has ended (told to, or dead): join returns.
-MainJoinPinThread ==
+MainJoinPinThreadStep ==
     /\ parent_alive /\ pin_memory_thread_done_event
     /\ PinJoinReturns
     /\ pin_state' = "joined"
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end, pin_msg,
                    past_vars>>
-    /\ Observe("main")
+MainJoinPinThread == MainJoinPinThreadStep /\ Observe("main")
 
-MainSetWorkersDone ==
+MainSetWorkersDoneStep ==
     /\ parent_alive /\ shutdown
     /\ ~workers_done_event
     /\ WorkersShutdownMayStart
     /\ workers_done_event' = TRUE
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
                    pin_memory_thread_done_event, actor_vars, past_vars>>
-    /\ Observe("main")
+MainSetWorkersDone == MainSetWorkersDoneStep /\ Observe("main")
 
-MainPutSentinel(w) ==
+MainPutSentinelStep(w) ==
     /\ parent_alive /\ SentinelMayGo
     /\ ~sentinel_sent[w]
     /\ index_queues' = [index_queues EXCEPT ![w] =
@@ -834,26 +852,26 @@ MainPutSentinel(w) ==
                    resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, actor_vars, past_vars>>
-    /\ Observe("main")
+MainPutSentinel(w) == MainPutSentinelStep(w) /\ Observe("main")
 
-MainJoinWorker(w) ==
+MainJoinWorkerStep(w) ==
     /\ parent_alive /\ workers_done_event /\ JoinMayStart
     /\ worker_state[w] \in {"exited", "killed"}
     /\ worker_state' = [worker_state EXCEPT ![w] = "joined"]
     /\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,
                    past_vars>>
-    /\ Observe("main")
+MainJoinWorker(w) == MainJoinWorkerStep(w) /\ Observe("main")
 
 \* w.join(timeout) returned with w alive (slow, stuck, hung, or blocked on a full channel that
 \* nobody reads any more): w.terminate().
-MainTerminateWorker(w) ==
+MainTerminateWorkerStep(w) ==
     /\ TerminatesStragglers
     /\ parent_alive /\ workers_done_event /\ JoinMayStart
     /\ Alive(w)
     /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
     /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
-    /\ Observe("main")
+MainTerminateWorker(w) == MainTerminateWorkerStep(w) /\ Observe("main")
 
 -----------------------------------------------------------------------------
 (* Workers (torch: _worker_loop) *)
@@ -865,7 +883,7 @@ Fetchable(w) ==
     /\ ~SkipsTask(w)
 
 \* Run the fetcher on the next task: data, or (IterableDataset) the end of w's shard.
-WorkerFetch(w) ==
+WorkerFetchStep(w) ==
     /\ Fetchable(w)
     /\ PopIndex(w)
     /\ LET t == Head(index_queues[w]) IN
@@ -883,10 +901,10 @@ WorkerFetch(w) ==
                    pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned,
                    epoch_over, failure, retired, sent_to_retired,
                    acted_on_live_stop>>
-    /\ Observe("worker")
+WorkerFetch(w) == WorkerFetchStep(w) /\ Observe("worker")
 
 \* Put the result on w's channel; with the channel full, w waits (blocked in the pipe write).
-WorkerPut(w) ==
+WorkerPutStep(w) ==
     /\ worker_state[w] = "busy"
     /\ HasRoom(w)
     /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Append(@, worker_msg[w])]
@@ -902,9 +920,9 @@ WorkerPut(w) ==
     /\ UNCHANGED <<main_vars, data_queue, workers_done_event,
                    pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
                    history_vars>>
-    /\ Observe("worker")
+WorkerPut(w) == WorkerPutStep(w) /\ Observe("worker")
 
-WorkerAckResume(w) ==
+WorkerAckResumeStep(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "resume")
     /\ HasRoom(w)
@@ -917,18 +935,18 @@ WorkerAckResume(w) ==
     /\ iteration_end' = [iteration_end EXCEPT ![w] = IF ResumeRestartsShard THEN FALSE ELSE @]
     /\ UNCHANGED <<main_vars, data_queue, workers_done_event, pin_memory_thread_done_event,
                    worker_state, worker_msg, pin_state, pin_msg, history_vars>>
-    /\ Observe("worker")
+WorkerAckResume(w) == WorkerAckResumeStep(w) /\ Observe("worker")
 
-WorkerSkipIndex(w) ==
+WorkerSkipIndexStep(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "task")
     /\ SkipsTask(w)
     /\ PopIndex(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, actor_vars, history_vars>>
-    /\ Observe("worker")
+WorkerSkipIndex(w) == WorkerSkipIndexStep(w) /\ Observe("worker")
 
-WorkerExit(w) ==
+WorkerExitStep(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "sentinel")
     /\ PopIndex(w)
@@ -936,22 +954,22 @@ WorkerExit(w) ==
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_msg, iteration_end, pin_state,
                    pin_msg, history_vars>>
-    /\ Observe("worker")
+WorkerExit(w) == WorkerExitStep(w) /\ Observe("worker")
 
 \* The parent is gone: exit on our own, whatever we were doing (a correct loader: PDEATHSIG
 \* or a watchdog thread; torch's ManagerWatchdog only checks between tasks).
-WorkerWatchdogExit(w) ==
+WorkerWatchdogExitStep(w) ==
     /\ ~parent_alive
     /\ worker_state[w] \in WatchdogStates
     /\ worker_state' = [worker_state EXCEPT ![w] = "exited"]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
     /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
-    /\ Observe("worker")
+WorkerWatchdogExit(w) == WorkerWatchdogExitStep(w) /\ Observe("worker")
 
 -----------------------------------------------------------------------------
 (* The pin-memory thread (torch: _pin_memory_loop) *)
 
-PinGetResult ==
+PinGetResultStep ==
     /\ parent_alive
     /\ pin_state = "running"
     /\ ~pin_memory_thread_done_event
@@ -964,9 +982,9 @@ PinGetResult ==
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
                    delivered, assigned, exhausted_at, epoch_over, failure, retired, sent_to_retired,
                    acted_on_live_stop>>
-    /\ Observe("pin")
+PinGetResult == PinGetResultStep /\ Observe("pin")
 
-PinPutData ==
+PinPutDataStep ==
     /\ parent_alive
     /\ pin_state = "holding"
     /\ ~pin_memory_thread_done_event
@@ -976,11 +994,11 @@ PinPutData ==
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
                    history_vars>>
-    /\ Observe("pin")
+PinPutData == PinPutDataStep /\ Observe("pin")
 
 \* The done event is set: the loop ends (a held result is dropped; the wake-up put and the
 \* get timeout only bound how soon the thread notices).
-PinExit ==
+PinExitStep ==
     /\ parent_alive
     /\ pin_state \in {"running", "holding"}
     /\ pin_memory_thread_done_event
@@ -988,7 +1006,7 @@ PinExit ==
     /\ pin_msg' = NoMsg
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end,
                    past_vars>>
-    /\ Observe("pin")
+PinExit == PinExitStep /\ Observe("pin")
 
 -----------------------------------------------------------------------------
 (* Faults, each switched by its constant *)
@@ -1129,18 +1147,30 @@ Stuck(w) ==
     \/ worker_state[w] = "busy" /\ ~HasRoom(w)
     \/ worker_state[w] = "idle" /\ HeadIs(w, "resume") /\ ~HasRoom(w)
 
+\* The fair steps are the actions without their Observe (the XStep definitions): ENABLED and
+\* <<A>>_v, which TLC evaluates at every state and edge for each condition, then skip the
+\* observer, and `observed` is left out of the subscript (it changes only with the rest). On a
+\* behaviour of Spec every step satisfies Observe, so the fairness is the actions'.
+fair_vars == <<main_vars, queue_vars, actor_vars, history_vars>>
+WorkerStep(w) ==
+    \/ WorkerFetchStep(w) \/ WorkerPutStep(w) \/ WorkerAckResumeStep(w) \/ WorkerSkipIndexStep(w)
+    \/ WorkerExitStep(w) \/ WorkerWatchdogExitStep(w)
 Fairness ==
-    /\ WF_vars(MainTryPutIndex) /\ WF_vars(MainGetData)
-    /\ WF_vars(\E i \in 0 .. NumTasks - 1 : MainProcessData(i))
-    /\ WF_vars(MainSkipExhausted) /\ WF_vars(\E w \in Workers : MainMarkWorkerUnavailable(w))
-    /\ WF_vars(MainStopIteration) /\ WF_vars(MainTimeout) /\ WF_vars(MainDrainResume)
-    /\ \A w \in Workers : WF_vars(MainDetectWorkerFailure(w))
-    /\ WF_vars(MainDetectPinFailure)
-    /\ WF_vars(MainSetPinDone) /\ WF_vars(MainJoinPinThread) /\ WF_vars(MainSetWorkersDone)
-    /\ \A w \in Workers : WF_vars(MainPutSentinel(w)) /\ WF_vars(MainJoinWorker(w))
-    /\ \A w \in Workers : WF_vars(MainTerminateWorker(w) /\ Stuck(w))
-    /\ \A w \in Workers : WF_vars(WorkerNext(w))
-    /\ WF_vars(PinGetResult) /\ WF_vars(PinPutData) /\ WF_vars(PinExit)
+    /\ WF_fair_vars(MainTryPutIndexStep) /\ WF_fair_vars(MainGetDataStep)
+    /\ WF_fair_vars(\E i \in 0 .. NumTasks - 1 : MainProcessDataStep(i))
+    /\ WF_fair_vars(MainSkipExhaustedStep)
+    /\ WF_fair_vars(\E w \in Workers : MainMarkWorkerUnavailableStep(w))
+    /\ WF_fair_vars(MainStopIterationStep) /\ WF_fair_vars(MainTimeoutStep)
+    /\ WF_fair_vars(MainDrainResumeStep)
+    /\ \A w \in Workers : WF_fair_vars(MainDetectWorkerFailureStep(w))
+    /\ WF_fair_vars(MainDetectPinFailureStep)
+    /\ WF_fair_vars(MainSetPinDoneStep) /\ WF_fair_vars(MainJoinPinThreadStep)
+    /\ WF_fair_vars(MainSetWorkersDoneStep)
+    /\ \A w \in Workers : WF_fair_vars(MainPutSentinelStep(w))
+    /\ \A w \in Workers : WF_fair_vars(MainJoinWorkerStep(w))
+    /\ \A w \in Workers : WF_fair_vars(MainTerminateWorkerStep(w) /\ Stuck(w))
+    /\ \A w \in Workers : WF_fair_vars(WorkerStep(w))
+    /\ WF_fair_vars(PinGetResultStep) /\ WF_fair_vars(PinPutDataStep) /\ WF_fair_vars(PinExitStep)
 
 Spec == Init /\ [][Next]_vars /\ Fairness
 
