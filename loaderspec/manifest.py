@@ -417,11 +417,7 @@ def variant_shapes(models: list[Model]) -> dict[str, dict[str, list[str]]]:
     tiers = ("quick", "nightly")
     return {
         v.name: {
-            t: [
-                m.name
-                for m in _runs_from_init(models)
-                if m.tier == t and holds_shape(m, v)
-            ]
+            t: [m.name for m in _runs_from_init(models) if m.tier == t and holds_shape(m, v)]
             for t in tiers
         }
         for v in variants

@@ -341,13 +341,23 @@ def test_the_old_nothing_lost_on_the_way_accepted_a_persistent_retire_with_none(
     # PersistentRetireSendsNone: the retired worker exits on its None, the next epoch's resume is
     # never acknowledged and iter() times out. The property before issue 38 excused any worker
     # not alive; the manifest's run shows NoSilentLoss (the new one) violated.
-    model = next(m for m in BROKEN if m.name == "PersistentRetireSendsNone")
+    assert _holds_the_old_property(
+        "PersistentRetireSendsNone", "NothingLostOnTheWayBefore38", tmp_path
+    )
+
+
+def _holds_the_old_property(variant: str, old_property: str, tmp_path: Path) -> bool:
+    """Whether ``variant`` (which violates NoSilentLoss, per the manifest) passes TLC with
+    ``old_property``, an earlier form of NothingLostOnTheWay kept in MCBroken.tla, as its only
+    check."""
+    model = next(m for m in BROKEN if m.name == variant)
     assert model.violates == {"NoSilentLoss"}
     cfg = tmp_path / "old.cfg"
-    checks = "INVARIANT NothingLostOnTheWayBefore38\n"
-    cfg.write_text(variantcheck.without_checks(model.cfg.read_text()) + checks)
-    old = modelcheck.Model("Before38", model.spec, cfg, "adhoc")
-    assert modelcheck.check_model(old, timeout_s=TIMEOUT_S).found == "pass"
+    cfg.write_text(
+        variantcheck.without_checks(model.cfg.read_text()) + f"INVARIANT {old_property}\n"
+    )
+    old = modelcheck.Model(old_property, model.spec, cfg, "adhoc")
+    return modelcheck.check_model(old, timeout_s=TIMEOUT_S).found == "pass"
 
 
 def test_a_variant_shape_is_held_only_by_a_model_with_its_settings_and_faults():
@@ -383,13 +393,7 @@ def test_the_nothing_lost_on_the_way_before_the_kill_was_told_accepted_a_killing
     # RetireKillsWorker: a persistent loader kills the exhausted worker it retires; the next
     # epoch's resume is never acknowledged. The property that took any killed worker for a death
     # excused it; the manifest's run shows NoSilentLoss (a fault's death only) violated.
-    model = next(m for m in BROKEN if m.name == "RetireKillsWorker")
-    assert model.violates == {"NoSilentLoss"}
-    cfg = tmp_path / "old.cfg"
-    checks = "INVARIANT NothingLostOnTheWayBeforeKill\n"
-    cfg.write_text(variantcheck.without_checks(model.cfg.read_text()) + checks)
-    old = modelcheck.Model("BeforeKill", model.spec, cfg, "adhoc")
-    assert modelcheck.check_model(old, timeout_s=TIMEOUT_S).found == "pass"
+    assert _holds_the_old_property("RetireKillsWorker", "NothingLostOnTheWayBeforeKill", tmp_path)
 
 
 # --- any number of workers: the inductive invariant (spec/MCInductive.tla) ---------------------
@@ -413,7 +417,9 @@ def test_the_inductiveness_check_fails_for_a_step_that_leaves_the_invariant(tmp_
     model = next(m for m in INDUCTIVE if "Spec <- IndSpec" in m.cfg.read_text())
     cfg = tmp_path / "broken.cfg"
     text = variantcheck.without_checks(model.cfg.read_text())
-    text = text.replace("    Spec <- IndSpec", "    Spec <- IndSpec\n    PrefetchRoom <- WindowOneLarger")
+    text = text.replace(
+        "    Spec <- IndSpec", "    Spec <- IndSpec\n    PrefetchRoom <- WindowOneLarger"
+    )
     cfg.write_text(text + "INVARIANT IndInv\n")
     broken = modelcheck.Model("IndWindowOneLarger", model.spec, cfg, "adhoc", args=model.args)
     assert modelcheck.check_model(broken, timeout_s=TIMEOUT_S).found == "IndInv"
