@@ -381,9 +381,11 @@ OnRecvError ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
 \* What the main process does when `timeout` expires: raise, then fail-stop (torch resumes).
+\* (Sets iter_state, shutdown, workers_done_event: the workers are told by _shutdown_workers.)
 OnTimeout ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
+    /\ UNCHANGED workers_done_event
 \* What a worker does when its result cannot be sent: send the error in its place.
 OnPutError(w) ==
     /\ worker_msg' = [worker_msg EXCEPT ![w].kind = "error"]
@@ -736,7 +738,8 @@ MainTimeoutStep ==
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over, retired,
+    /\ UNCHANGED <<index_queues, worker_result_queue, data_queue, pin_memory_thread_done_event,
+                   actor_vars, delivered, assigned, exhausted_at, epoch_over, retired,
                    sent_to_retired, acted_on_live_stop>>
 MainTimeout == MainTimeoutStep /\ Observe("main")
 

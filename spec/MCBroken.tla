@@ -144,7 +144,7 @@ TorchOnRecvError == UNCHANGED <<iter_state, shutdown>>
 \* FailStopAfterFatalError (SHOULD only): torch raises "timed out" and goes on; the late batch is
 \* handed out by a later next() (B4, pytorch#21554). No MUST is violated: nothing is lost,
 \* nothing handed out twice, and no wait outlives the next timeout.
-TorchOnTimeout == UNCHANGED <<iter_state, shutdown>>
+TorchOnTimeout == UNCHANGED <<iter_state, shutdown, workers_done_event>>
 
 \* PinThreadExitsFirst: PyTorch 1.0's _shutdown_workers (seeds/torch-dataloader-v1.0.txt, the
 \* NOTE's [main process] steps a-c): "a. Set `done_event` (shared with `pin_memory_thread` and
@@ -196,7 +196,7 @@ PrefetchAfterBreakMayDispatch ==
 \* dropped (B4: "with timeout>0 the loader raises but leaves the stuck workers alive").
 RaiseKeepWorkersOnTimeout ==
     /\ iter_state' = "failed"
-    /\ UNCHANGED shutdown
+    /\ UNCHANGED <<shutdown, workers_done_event>>
 
 \* JoinAfterSentinels (SHOULD only): the workers are joined before their sentinels are put (the
 \* c.iii loop ahead of c.ii): the join of a worker still waiting for its None can only time out,
@@ -250,6 +250,15 @@ DropPutsNone == TRUE
 \* out (one more task of the ended epoch); not the MayDispatch guard PrefetchAfterBreak breaks:
 \* MainTryPutIndex never runs after the break, the break sent it.
 BreakTopsUp == TRUE
+
+\* PinThreadExitsFirst, ShutdownOrder (SHOULD only): on a timeout the loader tells the workers at
+\* once (workers_done_event), before the pin thread is told and joined: the thread reads a
+\* worker's channel after the event. Not the WorkersShutdownMayStart guard Torch10ShutdownOrder
+\* replaces: MainSetWorkersDone never runs, the timeout's fail-stop set the event.
+TellsWorkersOnTimeout ==
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
+    /\ workers_done_event' = TRUE
 
 \* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
 \* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
