@@ -41,6 +41,7 @@ from typing import Any
 import pytest
 from _pytest.runner import runtestprotocol
 from loaderspec.conformance import catalog, expect, ids, loader_ref
+from loaderspec.conformance.harness import draws
 from loaderspec.conformance.harness.grading import FAIL, NON_STRICT, OUTCOMES, PASS, SKIP, Grade
 from loaderspec.conformance.harness.report import shorten
 from loaderspec.conformance.verdict import DEFAULT_POLICY, verdict
@@ -57,6 +58,13 @@ _CASE = pytest.StashKey["CaseInfo"]()
 _PHASES = pytest.StashKey[list[tuple[str, str, str, float]]]()
 # The property a failed phase's check named (grading.Violation), per phase of the current run.
 _FAILED_PROPERTY = pytest.StashKey[str]()
+# A drawn case's failing example, encoded (`conformance.harness.draws`), for its replay line.
+_DRAW = pytest.StashKey[str]()
+REPLAY_OPTION = "--conformance-replay-draw"
+MSG_REPLAY_NOT_SELECTED = (
+    f"{REPLAY_OPTION}: the draw was recorded by {{case}}, which is not among the selected"
+    " cases; select it (its 'replay:' line does)"
+)
 RUN_PLUGIN = "loaderspec_conformance_run"
 CASES_PLUGIN = "loaderspec_conformance_cases"
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -156,6 +164,7 @@ def start(config: pytest.Config) -> None:
             expectations = expect.load(config.getoption("loaderspec_expect"))
         except expect.ExpectationError as exc:
             raise pytest.UsageError(str(exc)) from None
+    _replay_draw(config.getoption("loaderspec_replay_draw"))
     run = ConformanceRun(config, choice, loader, expectations)
     _hypothesis_home(run)
     run.catch_sigterm()
@@ -164,6 +173,33 @@ def start(config: pytest.Config) -> None:
         run.warnings.append(loader_ref.MSG_MISSPELLED_WARNING.format(names=names, near=near))
     config.pluginmanager.register(sys.modules[__name__], CASES_PLUGIN)
     config.pluginmanager.register(run, RUN_PLUGIN)
+
+
+def _replay_draw(value: str | None) -> None:
+    """``--conformance-replay-draw``: the drawn cases of this process play that draw alone.
+
+    Raises:
+        pytest.UsageError: not a draw this suite recorded.
+    """
+    try:
+        draws.replay(draws.decode(value) if value is not None else None)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _only_the_replayed_case(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With a draw to replay, run only the case that recorded it (a usage error when it is not
+    selected)."""
+    draw = draws.replaying()
+    if draw is None:
+        return
+    keep = [i for i in items if _CASE in i.stash and i.stash[_CASE].id == draw.case]
+    if not keep:
+        raise pytest.UsageError(MSG_REPLAY_NOT_SELECTED.format(case=draw.case))
+    other = [i for i in items if i not in keep]
+    if other:
+        config.hook.pytest_deselected(items=other)
+        items[:] = keep
 
 
 def _hypothesis_home(run: ConformanceRun) -> None:
@@ -336,6 +372,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             (Level.MUST if must else Level.SHOULD).value,
             catalog.guards(fn) if fn is not None else "",
         )
+    _only_the_replayed_case(config, items)
     run = _run(config)
     try:
         start_s = loaders.iterator_start_s(run.loader) if run is not None else 0.0
@@ -512,6 +549,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         detail += _loader_errors_text(detail)
     phases.append((report.when, report.outcome, detail, report.duration))
     failed_property = getattr(call.excinfo and call.excinfo.value, "property", None)
+    example = getattr(call.excinfo and call.excinfo.value, draws.DRAW_ATTR, None)
+    if report.failed and example is not None and _DRAW not in item.stash:
+        item.stash[_DRAW] = draws.encode(info.id, example)
     if report.failed and failed_property and _FAILED_PROPERTY not in item.stash:
         item.stash[_FAILED_PROPERTY] = str(failed_property)
     g = item.stash.get(_GRADE, None)
@@ -538,14 +578,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             "guards": info.guards,
             "failure_modes": catalog.failure_modes(info.guards),
         }
+        if outcome == FAIL and item.stash.get(_DRAW, ""):
+            case["draw"] = item.stash[_DRAW]  # the example it failed on: its replay's DRAW
         if entry is not None:
             case["expected"] = {"outcome": entry.outcome, "reason": entry.reason}
         # Our own attribute on pytest's report (read by the JSON report); undeclared there.
         report.loaderspec_case = case  # type: ignore[attr-defined]
         report.user_properties.extend(_junit_properties(case))
         item.stash[_PHASES] = []  # the next run (--conformance-repeat) starts afresh
-        if _FAILED_PROPERTY in item.stash:
-            del item.stash[_FAILED_PROPERTY]
+        for key in (_FAILED_PROPERTY, _DRAW):
+            if key in item.stash:
+                del item.stash[key]
         if _GRADE in item.stash:
             del item.stash[_GRADE]
     return report
@@ -777,6 +820,8 @@ class ConformanceRun:
                 tr.line(line)
             if case["outcome"] == FAIL:
                 tr.line(f"  rerun: {_rerun(case, self)}")
+            if case["outcome"] == FAIL and case.get("draw"):
+                tr.line(f"  replay: {_rerun(case, self)} {REPLAY_OPTION}={case['draw']}")
         state = "FAILED" if self.verdict.failed else "passed"
         tr.line(f"verdict (--conformance-fail-on={self.policy}): {state}", bold=True)
         for reason in self.verdict.reasons:

@@ -12,6 +12,12 @@ step is one `faultinject.events` event, streamed to the harness as it happens
 
 A loader constructor raising `NotImplementedError` or rejecting one of torch's arguments is a
 `Refused` event: nothing runs.
+
+`Driver` is the one driver of every kind of plan: a rank group's ranks (`faultinject.ranks`) and
+a resume scenario's segments (`faultinject.resume`) subclass it, keeping its construction, its
+`next()` loop (`Driver.calls`) and its events, and add their own moves through its hooks
+(`dataset`, `kwargs`, `before_next`, `after_batch`, `max_errors`); `rank` and `seg` go on every
+event they note.
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from loaderspec.faultinject import _child, loaders, processes, records, sandbox
 from loaderspec.faultinject.events import (
@@ -54,7 +60,7 @@ if TYPE_CHECKING:
 
 E = TypeVar("E", bound=Event)
 
-__all__ = ["describe", "drive", "flat"]
+__all__ = ["Driver", "Played", "describe", "drive", "flat"]
 
 # How long after iter() a plan that kills the loader's process before any next() waits for a
 # first fetch before it makes the first next() itself (workers started lazily, see `lazy_start`).
@@ -123,6 +129,16 @@ def _fatal(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "DataLoader" in str(exc)
 
 
+class Played(NamedTuple):
+    """How an epoch's `next()` calls ended: `last`, the last call's event (None: the plan's
+    own move ended the epoch), after `calls` calls, `taken` batches and `errors` errors."""
+
+    last: Call | None
+    calls: int
+    taken: int
+    errors: int
+
+
 class _Boom(Exception):
     """The user's own exception, raised inside the for loop."""
 
@@ -173,8 +189,13 @@ def _workers() -> list[int]:
 # --------------------------------------------------------------------------- the child side
 
 
-class _Driver:
-    """One plan, played in the sandbox child."""
+class Driver:
+    """One plan, played in the sandbox child: the loader built, iterated and dropped, each step
+    noted. A rank group's ranks and a resume scenario's segments drive their loaders with it
+    (`faultinject.ranks`, `faultinject.resume`)."""
+
+    # How much of an error's text an event keeps (None: all of it).
+    text_limit: int | None = None
 
     def __init__(
         self,
@@ -185,12 +206,17 @@ class _Driver:
     ) -> None:
         self.cls = loader_cls
         self.plan = plan
+        self.rank: int | None = None  # the rank whose loader this drives (a rank group)
+        self.seg: int | None = None  # the segment being played (a resume scenario)
+        self.send: Callable[[Event], None] = sandbox.note  # where the events go
         self.linger_by_type = dict(linger_by_type or {})
         self.record_dir = record_dir if plan.uses_records or plan.record_inits else None
         self.watch: records.RecordWatch | None = None
         self.held: Any = _NoHold()
         self.epoch_file = None if record_dir is None else os.path.join(record_dir, "epoch")
         self.worker_killed = False
+        self.it: Any = None  # the epoch's iterator
+        self.kept = True  # whether the batches handed out now count (see `Batch.kept`)
 
     # ---- events
 
@@ -202,15 +228,16 @@ class _Driver:
         end: float | None = None,
         **fields: Any,
     ) -> E:
-        """Note one event to the harness (`epoch` None: the loader's, not an epoch's), timed
-        from `start` to `end` (default: now). (`at` is a field of Error's: where it was raised.)"""
+        """Note one event to the harness (`epoch` None: the loader's, not an epoch's) of this
+        driver's rank and segment, timed from `start` to `end` (default: now). (`at` is a field
+        of Error's: where it was raised.)"""
         now = time.monotonic() if end is None else end
-        ev = event(epoch, now, now - start, **fields)
-        sandbox.note(ev)
+        ev = event(epoch, now, now - start, rank=self.rank, seg=self.seg, **fields)
+        self.send(ev)
         return ev
 
     def error(self, epoch: int | None, start: float, exc: BaseException, **extra: Any) -> Error:
-        text = f"{type(exc).__name__}: {exc}"
+        text = f"{type(exc).__name__}: {exc}"[: self.text_limit]
         return self.note(
             Error, epoch, start, text=text, type=type(exc).__name__, fatal=_fatal(exc), **extra
         )
@@ -223,6 +250,7 @@ class _Driver:
         plan = self.plan
         mine = tuple(f for f in plan.faults if getattr(f, "point", None) != "in_worker_init")
         common: dict[str, Any] = {"cost_s": plan.cost_s, "record_dir": self.record_dir}
+        common["state_dir"] = plan.once_dir
         if plan.shards is not None:
             return FaultyIterable(plan.shards, mine, **common)
         if plan.tag_epochs:
@@ -233,14 +261,14 @@ class _Driver:
             common["item"] = plan.item
         return FaultyDataset(plan.n, mine, **common)
 
-    def kwargs(self) -> dict[str, Any]:
-        """The loader's arguments, with the faults that fire in collate or worker_init put in
-        wrappers around the user's own functions."""
+    def kwargs(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The loader's arguments (`given`, else the plan's), with the faults that fire in
+        collate or worker_init put in wrappers around the user's own functions."""
         from loaderspec.faultinject._collate import collate
         from loaderspec.faultinject._worker_init import worker_init
         from loaderspec.faultinject.datasets import EpochSampler
 
-        out = dict(self.plan.kwargs)
+        out = dict(self.plan.kwargs if given is None else given)
         if self.plan.tag_epochs and self.epoch_file is not None:
             out["sampler"] = EpochSampler(self.plan.n, self.epoch_file)
         in_collate = [
@@ -348,18 +376,19 @@ class _Driver:
 
     # ---- one next()
 
-    def next(self, it: Any, epoch: int) -> Call:
+    def next(self, it: Any, epoch: int, taken: int = 0, kept: bool = True) -> Call:
+        """One `next()` after `taken` batches of `epoch`, noted (`kept`: see `Batch`)."""
         start = time.monotonic()
         try:
             with self.held.released():
                 batch = next(it)
         except StopIteration:
-            return self.note(Stop, epoch, start)
+            return self.note(Stop, epoch, start, after=taken)
         except Exception as exc:
-            return self.error(epoch, start, exc)
-        return self.batch(epoch, start, batch)
+            return self.error(epoch, start, exc, step=taken, kept=kept)
+        return self.batch(epoch, start, batch, kept)
 
-    def batch(self, epoch: int, start: float, batch: Any) -> Batch:
+    def batch(self, epoch: int, start: float, batch: Any, kept: bool = True) -> Batch:
         if self.plan.tag_epochs:
             value: Any = _tagged(batch)
         elif self.plan.render == "structure":
@@ -367,7 +396,7 @@ class _Driver:
         else:
             value = flat(batch)
         pinned = bool(batch.is_pinned()) if callable(getattr(batch, "is_pinned", None)) else None
-        return self.note(Batch, epoch, start, value=value, pinned=pinned)
+        return self.note(Batch, epoch, start, value=value, pinned=pinned, kept=kept)
 
     def pause(self, epoch: int, taken: int) -> None:
         """Give the workers up to `pause_s` to fetch more than `pause_ahead` items past those
@@ -382,27 +411,104 @@ class _Driver:
 
     # ---- epochs
 
-    def leave_loop(self, loader: Any, epoch: int, leave: Leave) -> None:
-        """`for` over the loader and leave after `leave.after` batches by `break` or by
-        raising; the `dropped` event times the leaving (the iterator's shutdown runs when the
-        loop lets go of it)."""
+    def leave_loop(self, loader: Any, epoch: int, leave: Leave) -> Played:
+        """`for` over the loader and leave after `leave.after` batches (or when `after_batch`
+        ends the epoch) by `break` or by raising; the `dropped` event times the leaving (the
+        iterator's shutdown runs when the loop lets go of it). A loop that ran out first notes
+        its `Stop`; one the loader's own error ended notes the `Error` (`last`)."""
         start = time.monotonic()
+        taken = 0
+        last: Call | None = None
         try:
-            for i, batch in enumerate(_Loop(loader, self.held)):
-                self.batch(epoch, start, batch)
-                if i + 1 >= leave.after:
+            for batch in _Loop(loader, self.held):
+                taken += 1
+                last = self.batch(epoch, start, batch, self.kept)
+                if not self.after_batch(epoch, taken) or taken >= leave.after:
                     self.awaited(epoch, self.plan.before_leave)
                     start = time.monotonic()
                     if leave.how == "raise":
                         raise _Boom
                     break
                 start = time.monotonic()
+            else:
+                last = self.note(Stop, epoch, start, after=taken)
+                start = time.monotonic()
         except _Boom:
             pass
         except Exception as exc:  # the loader's own error ends the loop, as in a user's script
-            self.error(epoch, start, exc)
+            last = self.error(epoch, start, exc, step=taken)
             start = time.monotonic()
         self.note(Dropped, epoch, start)
+        errors = int(isinstance(last, Error))
+        return Played(last, taken + errors + isinstance(last, Stop), taken, errors)
+
+    # ---- one epoch's next() calls: the loop every scenario plays
+
+    def calls(self, epoch: int) -> Played:
+        """Call `next()` on `self.it` until StopIteration (and `calls_after_stop` calls more),
+        an error past the driver's `max_errors`, a fatal one with `stop_at_fatal`,
+        `calls_after_error` calls after the first error, `max_events` calls, or a hook
+        (`before_next`, `after_batch`) ending the epoch; each call noted."""
+        plan = self.plan
+        errors = taken = 0
+        first_error: int | None = None  # the call that raised first
+        last: Call | None = None
+        for calls in range(plan.max_events):  # calls: next() calls made so far
+            if not self.before_next(epoch, taken, calls):
+                return Played(None, calls, taken, errors)
+            last = self.next(self.it, epoch, taken, self.kept)
+            if type(last) is Stop:
+                for _ in range(plan.calls_after_stop):
+                    self.next(self.it, epoch)
+                return Played(last, calls, taken, errors)
+            if type(last) is Error:
+                errors += 1
+                first_error = calls if first_error is None else first_error
+                if errors > self.max_errors or (plan.stop_at_fatal and last.fatal):
+                    return Played(last, calls + 1, taken, errors)
+            else:
+                taken += 1
+                if not self.after_batch(epoch, taken):
+                    return Played(None, calls + 1, taken, errors)
+            after_error = plan.calls_after_error
+            if (
+                first_error is not None
+                and after_error is not None
+                and calls - first_error >= after_error
+            ):
+                return Played(last, calls + 1, taken, errors)
+        return Played(last, plan.max_events, taken, errors)
+
+    @property
+    def max_errors(self) -> int:
+        """How many errors an epoch goes on after (the plan's `max_errors`)."""
+        return self.plan.max_errors
+
+    def before_next(self, epoch: int, taken: int, calls: int) -> bool:
+        """What the user does before the epoch's next `next()`, after `taken` batches and
+        `calls` calls: kill a worker (`kill_worker_after`), leave (`leave`: by `del` or by the
+        loader's process being killed). False: the epoch ends here."""
+        plan = self.plan
+        if epoch == 0 and taken == plan.kill_worker_after and not self.worker_killed:
+            self.kill_one_worker(epoch)
+        leave = plan.leave.get(epoch)
+        if leave is None or leave.how not in ("drop", "kill_parent"):
+            return True
+        if leave.after != (taken if leave.counting == "batches" else calls):
+            return True
+        if leave.how == "kill_parent" and calls == 0 and plan.before_leave:
+            self.lazy_start(self.it)
+        self.awaited(epoch, plan.before_leave)
+        if leave.how == "kill_parent":
+            self.note(KillParent, epoch, time.monotonic())
+            sandbox.kill_self()
+        return False
+
+    def after_batch(self, epoch: int, taken: int) -> bool:
+        """What the user does after the epoch's `taken`-th batch: pause (`pause_s`). False: the
+        epoch ends here."""
+        self.pause(epoch, taken)
+        return True
 
     def epoch(self, loader: Any, epoch: int) -> None:
         plan = self.plan
@@ -419,49 +525,15 @@ class _Driver:
         start = time.monotonic()
         try:
             with self.held.released():
-                it = iter(loader)
+                self.it = iter(loader)
         except Exception as exc:  # e.g. a worker_init_fn error raised while starting workers
             self.error(epoch, start, exc, at="iter")
             return
-        errors = taken = 0
-        first_error: int | None = None  # the call that raised first
-        for calls in range(plan.max_events):  # calls: next() calls made so far
-            if epoch == 0 and taken == plan.kill_worker_after and not self.worker_killed:
-                self.kill_one_worker(epoch)
-            if leave is not None and leave.after == (
-                taken if leave.counting == "batches" else calls
-            ):
-                if leave.how == "kill_parent" and calls == 0 and plan.before_leave:
-                    self.lazy_start(it)
-                self.awaited(epoch, plan.before_leave)
-                if leave.how == "kill_parent":
-                    self.note(KillParent, epoch, time.monotonic())
-                    sandbox.kill_self()
-                break
-            ev = self.next(it, epoch)
-            if type(ev) is Stop:
-                for _ in range(plan.calls_after_stop):
-                    self.next(it, epoch)
-                break
-            if type(ev) is Error:
-                errors += 1
-                first_error = calls if first_error is None else first_error
-                if errors > plan.max_errors or (plan.stop_at_fatal and ev.fatal):
-                    break
-            else:
-                taken += 1
-                self.pause(epoch, taken)
-            after_error = plan.calls_after_error
-            if (
-                first_error is not None
-                and after_error is not None
-                and calls - first_error >= after_error
-            ):
-                break
-        if first_error is not None and plan.hold_after_error_s:
+        played = self.calls(epoch)
+        if played.errors and plan.hold_after_error_s:
             self.alive_after_error(epoch)
         start = time.monotonic()
-        del it
+        self.it = None
         self.note(Dropped, epoch, start)
         if leave is not None and leave.how == "drop":
             self.alive_after_drop(epoch)
@@ -534,7 +606,7 @@ def drive(
     `linger_by_type`: the leak wait for loaders of these types (`"module:Class"` of what the
     constructor returned), instead of the run's."""
     cls = loaders.resolve(loader) if isinstance(loader, str) else loader
-    driver = _Driver(cls, plan, record_dir, linger_by_type)
+    driver = Driver(cls, plan, record_dir, linger_by_type)
     if not plan.in_thread:
         driver.run()
         return

@@ -1,9 +1,12 @@
-"""The harness side: play a `Plan` against any loader in a sandbox, and say what the user saw.
+"""The harness side: play any plan against any loader in a sandbox, and say what the user saw.
 
-`run(loader, plan)` plays the plan in a `faultinject.sandbox` child (`faultinject._play.drive`)
-and returns a `Run`: the sandbox's report (outcome, leaks, orphans) and the events the child
-streamed (`faultinject.events`: one frozen class per kind), read by class
-(`run.of(0, Error) -> list[Error]`). A conformance case, a spec-generated scenario and a bench
+`run(loader, plan)` plays the plan in a `faultinject.sandbox` child (a `Plan`: one loader,
+`faultinject._play.drive`; a `RankPlan`: a rank group, `faultinject.ranks.group`; a
+`ResumePlan`: a checkpoint and resume, `faultinject.resume.drive`; each drives its loaders with
+`_play`'s driver) and returns a `Run`: the sandbox's report (outcome, leaks, orphans) and the
+events the child streamed (`faultinject.events`: one frozen class per kind, a rank's and a
+segment's the same classes), read by class (`run.of(0, Error) -> list[Error]`; `rank=` and
+`seg=` pick a rank's or a segment's). A conformance case, a spec-generated scenario and a bench
 figure differ only in the plan they hand it and what they read off the `Run`; grading is not
 this module's job. `workers(loader)` says what a loader's workers are (declared, or watched in
 one small run).
@@ -15,28 +18,31 @@ constructor raising `NotImplementedError` or rejecting one of torch's arguments)
 
 from __future__ import annotations
 
-import functools
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, overload
 
-from loaderspec.faultinject import loaders, records, sandbox
-from loaderspec.faultinject._play import describe, drive, flat
-from loaderspec.faultinject.events import Batch, Call, Error, Event, Refused, Stop
-from loaderspec.faultinject.plan import MUST_BOUND_S, Await, Leave, Plan
+from loaderspec.faultinject import _play, loaders, ranks, records, resume, sandbox
+from loaderspec.faultinject._play import describe, flat
+from loaderspec.faultinject.events import Batch, Call, Error, Event, GroupPort, Refused, Stop
+from loaderspec.faultinject.plan import MUST_BOUND_S, Await, Leave, Plan, RankPlan, ResumePlan
 from loaderspec.faultinject.sandbox import SandboxReport
 
 __all__ = [
     "MUST_BOUND_S",
+    "PROBE_DEADLINE_S",
     "Await",
     "Leave",
     "Plan",
+    "RankPlan",
+    "ResumePlan",
     "Run",
     "describe",
     "flat",
     "probe_workers",
+    "refusal",
     "run",
     "workers",
 ]
@@ -47,7 +53,8 @@ _CALLS = (Batch, Error, Stop)
 
 @dataclass
 class Run:
-    """A played plan: the sandbox's report, the events the driver streamed, and the records."""
+    """A played plan: the sandbox's report, the events the driver streamed, and the records;
+    for a rank group, the port its ranks met on and whether anything still listens there."""
 
     plan: Plan
     report: SandboxReport | None  # None: refused before anything started
@@ -56,25 +63,50 @@ class Run:
     inits: list[records.WorkerInit] = field(default_factory=list)
     refused: str | None = None
     leak_note: str = ""  # why the leak wait was not the usual one (set by whoever chose it)
+    port: int | None = None
+    port_listening: bool = False
 
     @overload
-    def of(self, epoch: int | None = 0) -> list[Event]: ...
+    def of(
+        self, epoch: int | None = 0, *, rank: int | None = None, seg: int | None = None
+    ) -> list[Event]: ...
     @overload
-    def of(self, epoch: int | None, kind: type[E]) -> list[E]: ...
-    def of(self, epoch: int | None = 0, kind: type[Event] = Event) -> list[Any]:
+    def of(
+        self,
+        epoch: int | None,
+        kind: type[E],
+        *,
+        rank: int | None = None,
+        seg: int | None = None,
+    ) -> list[E]: ...
+    def of(
+        self,
+        epoch: int | None = 0,
+        kind: type[Event] = Event,
+        *,
+        rank: int | None = None,
+        seg: int | None = None,
+    ) -> list[Any]:
         """Events of `epoch` (None: all, the loader's own included) of class `kind` (`Event`:
-        all), in order."""
-        return [e for e in self.events if epoch in (None, e.epoch) and isinstance(e, kind)]
+        all), in order; of rank `rank` and segment `seg` (None: any)."""
+        return [
+            e
+            for e in self.events
+            if epoch in (None, e.epoch)
+            and isinstance(e, kind)
+            and rank in (None, e.rank)
+            and seg in (None, e.seg)
+        ]
 
     def calls(self, epoch: int = 0) -> list[Call]:
         """The results of `next()` in `epoch`: `Batch`, `Error` and `Stop` events."""
         return [e for e in self.of(epoch) if isinstance(e, _CALLS)]
 
-    def batches(self, epoch: int = 0) -> list[Any]:
-        return [e.value for e in self.of(epoch, Batch)]
+    def batches(self, epoch: int = 0, *, rank: int | None = None) -> list[Any]:
+        return [e.value for e in self.of(epoch, Batch, rank=rank)]
 
-    def items(self, epoch: int = 0) -> list[Any]:
-        return [x for b in self.batches(epoch) for x in b]
+    def items(self, epoch: int = 0, *, rank: int | None = None) -> list[Any]:
+        return [x for b in self.batches(epoch, rank=rank) for x in b]
 
     def last(self, epoch: int = 0) -> str:
         """The name of the last event of `epoch` ("nothing" if none), for messages."""
@@ -103,6 +135,7 @@ def run(
     orphan_grace_s: float = 1.0,
     linger_s: float = MUST_BOUND_S,
     linger_by_type: Mapping[str, float] | None = None,
+    first_event_s: float | None = None,
 ) -> Run:
     """Play `plan` against `loader` in a sandbox; never raises for anything the loader does.
 
@@ -116,32 +149,42 @@ def run(
         linger_s: how long the loader's processes may take to exit after the scenario ended.
         linger_by_type: `linger_s` for loaders of these types (`"module:Class"` of what the
             constructor returned: the `built` event's value).
+        first_event_s: a run with no event that long ends there, as past its deadline (a
+            resume's segments note no `built` event: its first event is its first step).
 
     Raises:
         faultinject.sandbox.SandboxError: the sandbox could not start (e.g. a local class).
     """
     cls = loaders.resolve(loader) if isinstance(loader, str) else loader
-    # The arguments the plan adds (a collate_fn carrying faults, a sampler) count too.
-    added = dict.fromkeys(plan.argument_names() - set(plan.kwargs))
-    why = loaders.unsupported(cls, {**added, **plan.kwargs}, dataset=_probe_dataset(plan))
+    why = refusal(cls, plan)
     if why:
         return Run(plan, None, refused=why)
     record_dir = tempfile.mkdtemp(prefix="faultinject-run-")
+    # The sandbox target: the plan's player (a rank group's, a resume's, or one loader's).
+    target: Callable[..., Any] = _play.drive
+    args: tuple[Any, ...] = (loader if start == "spawn" else cls, plan, record_dir, linger_by_type)
+    if isinstance(plan, RankPlan):
+        plan = ranks.timed(cls, plan)
+        target, args = ranks.group, (cls, plan)
+    elif isinstance(plan, ResumePlan):
+        target, args = resume.drive, (cls, plan)
     try:
         report = sandbox.run(
-            drive,
-            loader if start == "spawn" else cls,
-            plan,
-            record_dir,
-            linger_by_type,
+            target,
+            *args,
             deadline_s=deadline_s,
             start=start,
             orphan_grace_s=orphan_grace_s,
             linger_s=linger_s,
+            # A rank group's ranks are processes of their own: what they orphan stays counted.
+            subreaper=isinstance(plan, RankPlan),
+            first_note_s=first_event_s,
         )
         events = [n for n in report.notes if isinstance(n, Event)]
-        refused = next((e.reason for e in events if isinstance(e, Refused)), None)
-        out = Run(plan, report, events, refused=refused)
+        out = Run(plan, report, [e for e in events if not isinstance(e, GroupPort)])
+        out.refused = next((e.reason for e in events if isinstance(e, Refused)), None)
+        out.port = next((e.port for e in events if isinstance(e, GroupPort)), None)
+        out.port_listening = out.port is not None and ranks.listening(out.port)
         out.fetches = records.read_fetches(record_dir, faults=True, fetched=True)
         out.inits = records.read_inits(record_dir)
         return out
@@ -149,13 +192,29 @@ def run(
         shutil.rmtree(record_dir, ignore_errors=True)
 
 
-def probe_workers(loader_cls: type) -> loaders.WorkerKind:
+def refusal(loader: type, plan: Plan) -> str | None:
+    """Why `loader` cannot play `plan` (None: it can), before anything starts: a configuration it
+    declares it cannot express (`faultinject.loaders.unsupported`; the arguments the plan adds,
+    a collate_fn carrying faults or a sampler, count too), or a resume without its state."""
+    if isinstance(plan, RankPlan):
+        return ranks.refusal(loader, plan)
+    if isinstance(plan, ResumePlan):
+        return resume.refusal(loader, plan)
+    added = dict.fromkeys(plan.argument_names() - set(plan.kwargs))
+    return loaders.unsupported(loader, {**added, **plan.kwargs}, dataset=_probe_dataset(plan))
+
+
+PROBE_DEADLINE_S = 60.0  # the worker probe's one small epoch, on a loaded machine
+
+
+def probe_workers(loader_cls: type, deadline_s: float = PROBE_DEADLINE_S) -> loaders.WorkerKind:
     """Watch one small epoch (4 items, `num_workers=2`) of `loader_cls` in a sandbox and say where
     its fetches ran: in other processes, in other threads of the loader's process, or in the
-    thread that called `next()`. A loader that refuses the configuration, or fetches nothing,
-    is taken to have processes (torch's shape; the cases then say what they need)."""
+    thread that called `next()`. A loader that refuses the configuration, or fetches nothing
+    (within `deadline_s`), is taken to have processes (torch's shape; the cases then say what
+    they need)."""
     plan = Plan(n=4, records=True, kwargs={"num_workers": 2, "batch_size": 1})
-    r = run(loader_cls, plan, deadline_s=60.0, linger_s=1.0)
+    r = run(loader_cls, plan, deadline_s=deadline_s, linger_s=1.0)
     fetches = [f for f in r.fetches if f.event == "fetch"]
     if r.report is None or not fetches:
         return "processes"
@@ -165,16 +224,19 @@ def probe_workers(loader_cls: type) -> loaders.WorkerKind:
     return "none" if all(f.tid == home for f in fetches) else "threads"
 
 
-@functools.cache
-def _probed(loader_cls: type) -> loaders.WorkerKind:
-    return probe_workers(loader_cls)
+_PROBED: dict[type, loaders.WorkerKind] = {}
 
 
-def workers(loader_cls: type) -> loaders.WorkerKind:
+def workers(loader_cls: type, probe_deadline_s: float = PROBE_DEADLINE_S) -> loaders.WorkerKind:
     """What `loader_cls`'s workers are: its `loaderspec_workers` declaration, else what one small
-    epoch showed (`probe_workers`, once per class and process).
+    epoch showed (`probe_workers` with `probe_deadline_s`, once per class and process).
 
     Raises:
         LoaderRefError: the class declares a kind that is not one of `WORKER_KINDS`.
     """
-    return loaders.declared_workers(loader_cls) or _probed(loader_cls)
+    declared = loaders.declared_workers(loader_cls)
+    if declared:
+        return declared
+    if loader_cls not in _PROBED:
+        _PROBED[loader_cls] = probe_workers(loader_cls, probe_deadline_s)
+    return _PROBED[loader_cls]

@@ -1,21 +1,39 @@
-"""The plan: what a user does with a loader, as plain data (`Plan`, `Leave`, `Await`).
+"""The plan: what a user does with a loader, as plain data (`Plan`, `Leave`, `Await`), and its
+two extensions: `RankPlan` (the same loader on every rank of a `torch.distributed` group) and
+`ResumePlan` (a checkpoint and resume: `Cut`s where the user takes a state and goes on with a new
+loader).
 
 A `Plan` names the faulty dataset (its length or shards, its faults), the loader's constructor
 arguments (torch's `DataLoader` arguments) and how the user iterates (epochs; leaving an epoch
 early by `del`, `break`, an exception in the loop, or the loader's process being SIGKILLed; one
-worker SIGKILLed from outside; `next()` after StopIteration). It is played in a sandbox child
-(`faultinject._play`) by `faultinject.driver.run`. Knows no loader and no grading.
+worker SIGKILLed from outside; `next()` after StopIteration). Every plan is played in a sandbox
+child by `faultinject.driver.run` (one loader: `faultinject._play`; its extensions:
+`faultinject.ranks`, `faultinject.resume`, which drive their loaders with `_play`'s driver). Knows
+no loader and no grading.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from loaderspec.faultinject.faults import Fault
+from loaderspec.faultinject.faults import Fault, Raise
 
-__all__ = ["MUST_BOUND_S", "Await", "Leave", "Plan"]
+if TYPE_CHECKING:
+    from loaderspec.faultinject.user_state import UserKind
+
+__all__ = [
+    "MUST_BOUND_S",
+    "Await",
+    "BeforeLoad",
+    "Cut",
+    "Leave",
+    "Moment",
+    "Plan",
+    "RankPlan",
+    "ResumePlan",
+]
 
 # How long the driver waits for what a correct loader does at once (workers gone after a drop, a
 # fetch to start): the suite's MUST bound, 3 x torch's 5 s status-check interval.
@@ -68,6 +86,9 @@ class Plan:
     event counts them; the suite sets `pause_ahead` to the window it checks).
     `fd_headroom`: the file descriptors the loader's process may still open (RLIMIT_NOFILE is
     set that far above those open when the loader is built, whatever the harness inherited).
+    `once_dir`: where faults with `once=True` mark that they fired (None: a folder of this run
+    only); a folder kept across runs makes such a fault fire in the first run only (a delay
+    injected once, then replays without it).
     `setup` / `teardown`: module-level callables run in the child before the loader is built /
     after it was dropped (an accelerator, a tracer). `loaders`: build, iterate and drop that many
     loaders one after the other (epochs are numbered on across them; each `loader_dropped` event
@@ -106,6 +127,7 @@ class Plan:
     teardown: Callable[[], Any] | None = None
     loaders: int = 1
     render: Literal["flat", "structure"] = "flat"
+    once_dir: str | None = None
 
     def argument_names(self) -> set[str]:
         """The names of the loader's constructor arguments the driver passes: `kwargs`, and what
@@ -121,8 +143,117 @@ class Plan:
         return names
 
     @property
+    def iterators(self) -> int:
+        """At most how many `iter()` calls playing the plan makes."""
+        return self.epochs * self.loaders
+
+    @property
     def uses_records(self) -> bool:
         """Whether the dataset writes fetch records (something waits on them, or asks)."""
         return bool(
             self.records or self.before_leave or self.before_kill or self.pause_s or self.tag_epochs
         )
+
+
+# --------------------------------------------------------------------------- a rank group
+
+
+@dataclass(frozen=True)
+class RankPlan(Plan):
+    """A `Plan` played on `world` ranks at once (`faultinject.ranks`). Picklable.
+
+    `iterable`: each rank reads a `RankShardedIterable(n, rank, world)`; else a map-style
+    dataset of `n` items (the index each) behind `DistributedSampler(dataset, world, rank,
+    shuffle=shuffle, seed=seed, drop_last=sampler_drop_last)`, passed as the loader's `sampler`.
+    `kwargs`: the loader's other arguments. `step_timeout_s`: the group's collective timeout.
+    `resume_at=(epoch, k)`: after k batches of that epoch every rank takes its loader's
+    `state_dict()`, drops the loader and goes on with a new one (a new sampler of the same rank,
+    `set_epoch(epoch)`) that loads the state, pickled as a checkpoint on disk would be.
+    `drop_wait_s`: how long a rank's workers may take to go after its loader's drop.
+    """
+
+    n: int = 12
+    epochs: int = 3
+    world: int = 2
+    iterable: bool = False
+    shuffle: bool = True
+    seed: int = 0
+    sampler_drop_last: bool = False
+    step_timeout_s: float = 3.0
+    resume_at: tuple[int, int] | None = None
+
+    def argument_names(self) -> set[str]:
+        return super().argument_names() | (set() if self.iterable else {"sampler"})
+
+    @property
+    def iterators(self) -> int:
+        """How many `iter()` calls each rank makes: one per epoch, one more after a resume."""
+        return self.epochs + (self.resume_at is not None)
+
+
+# --------------------------------------------------------------------------- checkpoint and resume
+
+Moment = Literal["next", "break", "end", "before_iter", "after_load"]
+# What a resumed loader is asked before its load_state_dict (ResumePlan.before_load).
+BeforeLoad = Literal["nothing", "iter", "state_dict"]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """Where a segment takes its state: in `epoch` (the user's count, across segments), after
+    `after` batches of it (counted from this segment's own start: a resumed segment's first
+    batch is its 1st) with the iterator alive (`"next"`), after `after` batches and a
+    `break` out of a `for` loop (`"break"`), after its StopIteration (`"end"`), before its
+    `iter()` (`"before_iter"`), or at once after `load_state_dict` (`"after_load"`, a resumed
+    segment: `epoch` and `after` unused). `earlier`: also take a state after that many batches of
+    the same epoch (twice in one epoch); `resume_from="earlier"` resumes from that one. `later`:
+    batches the segment still takes after its state, before the loader is dropped."""
+
+    epoch: int = 0
+    after: int = 0
+    how: Moment = "next"
+    earlier: int | None = None
+    resume_from: Literal["cut", "earlier"] = "cut"
+    later: int = 0
+
+
+@dataclass(frozen=True)
+class ResumePlan(Plan):
+    """A `Plan` played twice, uninterrupted and then cut into segments (`faultinject.resume`).
+    Picklable.
+
+    `shards`: an IterableDataset of these shard lengths (`FaultyIterable`, or `StatefulShards`
+    with `dataset_state`); else a map-style `FaultyDataset(n, faults)`. `seed`: shuffle with
+    `torch.Generator().manual_seed(seed)`, a fresh one per loader. `cuts`: where each segment
+    takes the state the next one resumes from. `resume_kwargs`: the resumed loaders' arguments
+    (another num_workers), else `kwargs`. `before_load`: what a resumed loader is put through
+    before `load_state_dict`. `uninterrupted`: play the uninterrupted run first (segment -1).
+    `faults`: items that raise when fetched (map-style): each error is handed out in its turn and
+    the epoch goes on, in every run, so a state may be taken after a fault (an error counts as a
+    step, like a batch). `user`: a dataset or sampler of `n` items with a state of its own
+    (`faultinject.user_state`) instead. `global_seed`: the user's restart,
+    `torch.manual_seed(global_seed)` before every loader is built (the uninterrupted one and
+    each segment's), so what draws from torch's global RNG is reproducible and a resume must
+    restore what it drew since.
+    """
+
+    n: int = 12
+    epochs: int = 2
+    faults: tuple[Raise, ...] = ()
+    dataset_state: bool = False
+    seed: int | None = None
+    cuts: tuple[Cut, ...] = (Cut(),)
+    resume_kwargs: Mapping[str, Any] | None = None
+    before_load: BeforeLoad = "nothing"
+    uninterrupted: bool = True
+    user: UserKind | None = None
+    global_seed: int | None = None
+
+    @property
+    def iterators(self) -> int:
+        """At most how many `iter()` calls playing the plan makes: one per epoch of the
+        uninterrupted run and of the interrupted one, one more per cut (its epoch is played
+        again by the resumed loader), and one per resumed loader put through `iter()` before
+        its load."""
+        again = len(self.cuts) * (2 if self.before_load == "iter" else 1)
+        return (self.epochs if self.uninterrupted else 0) + self.epochs + again

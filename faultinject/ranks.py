@@ -1,22 +1,22 @@
 """Play a loader on several ranks at once: a `torch.distributed` process group in one sandbox.
 
-`run(loader, plan)` plays a `RankPlan` in a `faultinject.sandbox` child (bounded by its deadline,
-everything it starts reaped by pid, as any scenario): the child picks a free loopback port and
-forks `world` rank processes; each joins a gloo group over 127.0.0.1 (`env://`), builds the loader
-under test on its part of the data (a map-style dataset behind a `DistributedSampler`, or an
-iterable dataset that shards itself by rank and by worker), and plays `epochs` epochs, calling
-the sampler's `set_epoch` before each. After every batch a rank calls a real `all_reduce`, as
-DDP's gradient sync does: ranks with uneven batch counts leave one rank waiting in it, and the
-group's collective timeout (`step_timeout_s`) turns the hang DDP would have into an error that
-the rank reports. Each rank streams its events (`faultinject.rank_events`) through a pipe to the
-child, which relays them to the harness (`sandbox.note`), so a group that hangs still leaves its
-record.
+`faultinject.driver.run(loader, plan)` plays a `RankPlan` in a `faultinject.sandbox` child (bounded
+by its deadline, everything it starts reaped by pid, as any plan; `group` is its target): the child
+picks a free loopback port and forks `world` rank processes; each joins a gloo group over 127.0.0.1
+(`env://`), builds the loader under test on its part of the data (a map-style dataset behind a
+`DistributedSampler`, or an iterable dataset that shards itself by rank and by worker) with
+`faultinject._play`'s driver, and plays `epochs` epochs, calling the sampler's `set_epoch` before
+each. After every batch a rank calls a real `all_reduce`, as DDP's gradient sync does: ranks with
+uneven batch counts leave one rank waiting in it, and the group's collective timeout
+(`step_timeout_s`) turns the hang DDP would have into an error that the rank reports. Each rank
+streams its events (`faultinject.events`, its `rank` set) through a pipe to the child, which relays
+them to the harness (`sandbox.note`), so a group that hangs still leaves its record.
 
 After its last epoch a rank drops its loader, gives its workers `MUST_BOUND_S` to go (those left
 are reported in its `WorkersLeft` event; they are then the sandbox child's, a subreaper, and
 counted as `lingering`), leaves the group and exits. Its multiprocessing helpers (a spawning
 loader's resource tracker), named in the same event, exit after it and are reaped by the group,
-as init reaps them under a training script. `RankRun.port_listening` says whether anything
+as init reaps them under a training script. The run's `port_listening` says whether anything
 still listens on the group's port once the run is over.
 
 The grading is not this module's job (`conformance.harness.ranks`).
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import gc
 import os
 import pickle
@@ -33,70 +34,43 @@ import select
 import socket
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from dataclasses import replace
+from typing import Any
 
-from loaderspec.faultinject import _wire, loaders, processes, sandbox
+from loaderspec.faultinject import _fire, _wire, loaders, processes, sandbox
+from loaderspec.faultinject._play import Driver
 from loaderspec.faultinject.datasets import FaultyDataset
-from loaderspec.faultinject.driver import MUST_BOUND_S, flat
-from loaderspec.faultinject.rank_events import (
+from loaderspec.faultinject.events import (
+    Error,
     GroupDone,
     GroupPort,
-    RankBatch,
-    RankBuilt,
-    RankError,
-    RankEvent,
-    RankRaised,
-    RankRefused,
-    RankResumed,
-    RankStop,
+    Raised,
+    Resumed,
     StepFailed,
+    Stop,
     WaitFailed,
     WorkersLeft,
 )
-from loaderspec.faultinject.sandbox import SandboxReport
-from torch.utils.data import IterableDataset, get_worker_info
+from loaderspec.faultinject.plan import MUST_BOUND_S, RankPlan
+from torch.utils.data import IterableDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from loaderspec import tracewriter
 from loaderspec.vocabulary import TRACE_DIR_ENV
 
-__all__ = ["RankPlan", "RankRun", "RankShardedIterable", "expected_indices", "run"]
+__all__ = [
+    "RankPlan",
+    "RankShardedIterable",
+    "expected_indices",
+    "group",
+    "listening",
+    "refusal",
+    "timed",
+]
 
 LOOPBACK = "127.0.0.1"
 # How long past the step timeout a finished rank waits for the others to finish too.
 _DONE_MARGIN_S = 10.0
-
-
-@dataclass(frozen=True)
-class RankPlan:
-    """What every rank does. Picklable (it travels to the sandbox child).
-
-    `iterable`: each rank reads a `RankShardedIterable(n, rank, world)`; else a map-style
-    dataset of `n` items (the index each) behind `DistributedSampler(dataset, world, rank,
-    shuffle=shuffle, seed=seed, drop_last=sampler_drop_last)`, passed as the loader's `sampler`.
-    `kwargs`: the loader's other arguments. `step_timeout_s`: the group's collective timeout.
-    `resume_at=(epoch, k)`: after k batches of that epoch every rank takes its loader's
-    `state_dict()`, drops the loader and goes on with a new one (a new sampler of the same rank,
-    `set_epoch(epoch)`) that loads the state, pickled as a checkpoint on disk would be.
-    """
-
-    world: int = 2
-    n: int = 12
-    iterable: bool = False
-    shuffle: bool = True
-    seed: int = 0
-    sampler_drop_last: bool = False
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    epochs: int = 3
-    step_timeout_s: float = 3.0
-    resume_at: tuple[int, int] | None = None
-    drop_wait_s: float = MUST_BOUND_S  # how long a rank's workers may take to go after its drop
-
-    @property
-    def iterators(self) -> int:
-        """How many `iter()` calls each rank makes: one per epoch, one more after a resume."""
-        return self.epochs + (self.resume_at is not None)
 
 
 class RankShardedIterable(IterableDataset[int]):
@@ -114,7 +88,7 @@ class RankShardedIterable(IterableDataset[int]):
         return mine if worker is None else mine[worker::num_workers]
 
     def __iter__(self) -> Iterator[int]:
-        info = get_worker_info()
+        info = _fire.worker_info()  # looked up now: a thread loader may replace torch's
         yield from self.expected(*((info.id, info.num_workers) if info else (None, 1)))
 
     def __repr__(self) -> str:
@@ -125,7 +99,7 @@ def dataset(plan: RankPlan, rank: int) -> RankShardedIterable | FaultyDataset:
     """Rank `rank`'s dataset (an `IterableDataset` when the plan says so)."""
     if plan.iterable:
         return RankShardedIterable(plan.n, rank, plan.world)
-    return FaultyDataset(plan.n)
+    return FaultyDataset(plan.n, plan.faults)
 
 
 def sampler(
@@ -159,26 +133,30 @@ def expected_indices(plan: RankPlan, rank: int, epoch: int) -> list[int]:
 # --------------------------------------------------------------------------- one rank
 
 
-class _Rank:
-    """One rank's play, in its own process; every event goes down `out_fd`."""
+class _Rank(Driver):
+    """One rank's play, in its own process: `_play`'s driver, every event down `out_fd`."""
+
+    text_limit = 500
+    plan: RankPlan
 
     def __init__(self, cls: type, plan: RankPlan, rank: int, out_fd: int) -> None:
-        self.cls, self.plan, self.rank, self.out_fd = cls, plan, rank, out_fd
+        super().__init__(cls, plan, None)
+        self.rank = rank
+        self.send = functools.partial(_wire.send, out_fd)
         self.loader: Any = None  # the rank's current loader (a new one after a resume)
         self.order: Any = None  # and its sampler, which the user's set_epoch calls go to
 
-    def event(self, cls: type[RankEvent], epoch: int | None = None, **fields: Any) -> None:
-        """Send one `cls` event of this rank (`dt` 0 unless given)."""
-        fields.setdefault("dt", 0.0)
-        ev = cls(epoch=epoch, t=time.monotonic(), rank=self.rank, **fields)
-        _wire.send(self.out_fd, ev)
+    def dataset(self) -> Any:
+        """The rank's dataset; its sampler, made with it, is the next loader's (`kwargs`)."""
+        data = dataset(self.plan, self.rank or 0)
+        self.order = sampler(self.plan, self.rank or 0, data)
+        return data
 
-    def construct(self, data: Any, kwargs: dict[str, Any]) -> Any:
-        try:
-            return self.cls(data, **kwargs)
-        except NotImplementedError as exc:
-            self.event(RankRefused, reason=str(exc) or "NotImplementedError from the constructor")
-        return None
+    def kwargs(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        out = super().kwargs(given)
+        if self.order is not None:
+            out["sampler"] = self.order
+        return out
 
     def step(self, epoch: int, steps: int) -> bool:
         """The gradient sync after a batch: a SUM all_reduce over the group; False when it failed
@@ -192,7 +170,7 @@ class _Rank:
         except Exception as exc:
             # gloo's text starts with its source position: "[.../unbound_buffer.cc:78] Timed out"
             text = f"{type(exc).__name__}: {str(exc).splitlines()[0].split('] ', 1)[-1][:300]}"
-            self.event(StepFailed, epoch, text=text, step=steps, dt=time.monotonic() - start)
+            self.note(StepFailed, epoch, start, text=text, step=steps)
             return False
         return True
 
@@ -229,26 +207,19 @@ class _Rank:
         try:
             store.wait(keys, datetime.timedelta(seconds=self.plan.step_timeout_s + _DONE_MARGIN_S))
         except Exception as exc:
-            self.event(WaitFailed, text=f"{type(exc).__name__}: {exc}"[:300])
-        self.event(GroupDone, dt=time.monotonic() - start)
+            self.note(WaitFailed, None, time.monotonic(), text=f"{type(exc).__name__}: {exc}"[:300])
+        self.note(GroupDone, None, start)
 
     def epochs(self) -> None:
         plan = self.plan
         loaders.start_process_helpers(self.cls)  # as every scenario does, before the loader
-        data = dataset(plan, self.rank)
-        self.order = sampler(plan, self.rank, data)
-        kwargs = dict(plan.kwargs)
-        if self.order is not None:
-            kwargs["sampler"] = self.order
-        self.loader = self.construct(data, kwargs)
+        self.loader = self.construct()
         if self.loader is None:
             return
-        built = type(self.loader)
-        self.event(RankBuilt, ref=f"{built.__module__}:{built.__qualname__}")
         for epoch in range(plan.epochs):
             if self.order is not None:
                 self.order.set_epoch(epoch)
-            if not self.epoch(epoch):
+            if not self.rank_epoch(epoch):
                 break
         start = time.monotonic()
         self.loader = None
@@ -258,57 +229,52 @@ class _Rank:
         # multiprocessing's helpers of this rank (the resource tracker a spawning loader starts):
         # they exit after the rank does, and the group reaps them (`_reap_helpers`).
         helpers = [p.pid for p in processes.children() if processes.is_mp_helper(p)]
-        self.event(
-            WorkersLeft, pids=tuple(left), dt=time.monotonic() - start, helpers=tuple(helpers)
-        )
+        self.note(WorkersLeft, None, start, pids=tuple(left), helpers=tuple(helpers))
 
     def resumed(self, epoch: int) -> Any:
         """A new loader of this rank that loaded the state of the one before (None: failed)."""
-        plan = self.plan
+        start = time.monotonic()
         try:
             state = pickle.dumps(self.loader.state_dict())
             self.loader = None
             gc.collect()
-            data = dataset(plan, self.rank)
-            order = sampler(plan, self.rank, data)
-            kwargs = dict(plan.kwargs)
-            if order is not None:
-                order.set_epoch(epoch)
-                kwargs["sampler"] = order
-            loader = self.cls(data, **kwargs)
+            data = self.dataset()
+            if self.order is not None:
+                self.order.set_epoch(epoch)
+            loader = self.cls(data, **self.kwargs())
             loader.load_state_dict(pickle.loads(state))
-            self.order = order
         except Exception as exc:
-            self.event(RankError, epoch, text=f"resume: {type(exc).__name__}: {exc}"[:500])
+            text = f"resume: {type(exc).__name__}: {exc}"[:500]
+            self.note(Error, epoch, start, text=text, type=type(exc).__name__, at="resume")
             return None
-        self.event(RankResumed, epoch, bytes=len(state))
+        self.note(Resumed, epoch, start, bytes=len(state))
         return loader
 
-    def epoch(self, epoch: int) -> bool:
-        """One epoch; False when the group cannot go on (a failed step or a loader error)."""
-        it = iter(self.loader)
-        steps = 0
-        while True:
-            if self.plan.resume_at == (epoch, steps):
-                del it
-                self.loader = self.resumed(epoch)
-                if self.loader is None:
-                    return False
-                it = iter(self.loader)
-            start = time.monotonic()
-            try:
-                batch = next(it)
-            except StopIteration:
-                self.event(RankStop, epoch, after=steps)
-                return True
-            except Exception as exc:
-                text = f"{type(exc).__name__}: {exc}"[:500]
-                self.event(RankError, epoch, text=text, step=steps)
-                return False
-            steps += 1
-            self.event(RankBatch, epoch, value=flat(batch), dt=time.monotonic() - start)
-            if not self.step(epoch, steps):
-                return False
+    def before_next(self, epoch: int, taken: int, calls: int) -> bool:
+        """The plan's moves (`Driver.before_next`), then, at `resume_at`, the resume: the
+        epoch goes on with a new loader's iterator (it ends if the resume failed)."""
+        if not super().before_next(epoch, taken, calls):
+            return False
+        if self.plan.resume_at != (epoch, taken):
+            return True
+        self.it = None
+        self.loader = self.resumed(epoch)
+        if self.loader is None:
+            return False
+        self.it = iter(self.loader)
+        return True
+
+    def after_batch(self, epoch: int, taken: int) -> bool:
+        """The plan's moves (`Driver.after_batch`), then the gradient sync (`step`)."""
+        return super().after_batch(epoch, taken) and self.step(epoch, taken)
+
+    def rank_epoch(self, epoch: int) -> bool:
+        """One epoch (`Driver.calls`); False when the group cannot go on (a failed step or
+        resume, a loader error)."""
+        self.it = iter(self.loader)
+        played = self.calls(epoch)
+        self.it = None
+        return isinstance(played.last, Stop)
 
 
 def _rank_main(cls: type, plan: RankPlan, rank: int, out_fd: int) -> None:
@@ -319,7 +285,7 @@ def _rank_main(cls: type, plan: RankPlan, rank: int, out_fd: int) -> None:
         code = 1
         with contextlib.suppress(Exception):
             text = f"{type(exc).__name__}: {exc}"[:500]
-            ev = RankRaised(epoch=None, t=time.monotonic(), dt=0.0, rank=rank, text=text)
+            ev = Raised(epoch=None, t=time.monotonic(), dt=0.0, rank=rank, text=text)
             _wire.send(out_fd, ev)
     finally:
         os._exit(code)
@@ -402,41 +368,7 @@ def _relay(readers: dict[int, int], decoders: dict[int, _wire.ReceiveBuffer]) ->
 # --------------------------------------------------------------------------- the harness side
 
 
-E = TypeVar("E", bound=RankEvent)
-
-
-@dataclass
-class RankRun:
-    """A played rank plan: the sandbox's report and every rank's events, in arrival order."""
-
-    plan: RankPlan
-    report: SandboxReport | None  # None: refused before anything started
-    events: list[RankEvent] = field(default_factory=list)
-    refused: str | None = None
-    port: int | None = None
-    port_listening: bool = False
-    leak_note: str = ""  # why the wait after a drop was not the usual one (set by the harness)
-
-    def of(self, rank: int | None, epoch: int | None, kind: type[E]) -> list[E]:
-        """Events of `rank` (None: any), `epoch` (None: any) and class `kind`, in order."""
-        return [
-            e
-            for e in self.events
-            if isinstance(e, kind) and rank in (None, e.rank) and epoch in (None, e.epoch)
-        ]
-
-    def batches(self, rank: int, epoch: int) -> list[list[Any]]:
-        return [e.value for e in self.of(rank, epoch, RankBatch)]
-
-    def items(self, rank: int, epoch: int) -> list[Any]:
-        return [x for b in self.batches(rank, epoch) for x in b]
-
-    def ended(self, rank: int, epoch: int) -> bool:
-        """Whether the rank's epoch ended in StopIteration."""
-        return bool(self.of(rank, epoch, RankStop))
-
-
-def _listening(port: int) -> bool:
+def listening(port: int) -> bool:
     """Whether a TCP socket on this machine listens on `port` (read off /proc/net/tcp*)."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError), open(table) as f:
@@ -447,32 +379,21 @@ def _listening(port: int) -> bool:
     return False
 
 
-def run(
-    loader: type, plan: RankPlan, *, deadline_s: float, linger_s: float = MUST_BOUND_S
-) -> RankRun:
-    """Play `plan` on `plan.world` ranks of the loader; never raises for what the loader does.
-
-    A configuration the loader declares it cannot express (`faultinject.loaders.unsupported`)
-    is not run (`refused`); so is one its constructor refuses with `NotImplementedError`. A
-    loader that declares the seconds its `iter()` takes to start workers
-    (`loaders.iterator_start_s`) gets that much more step timeout per rank: the ranks start
-    their iterators at once, on cores they share, and a step waits for the slowest one.
-    """
+def refusal(loader: type, plan: RankPlan) -> str | None:
+    """Why the loader cannot play `plan` (None: it can): a configuration it declares it cannot
+    express (`faultinject.loaders.unsupported`), or a resume without `state_dict()`."""
     kwargs = {**plan.kwargs, **({} if plan.iterable else {"sampler": None})}
     why = loaders.unsupported(loader, kwargs, dataset=dataset(plan, 0))
     if plan.resume_at is not None and not loaders.stateful(loader):
         why = why or "the loader has no state_dict()/load_state_dict(): it cannot be checkpointed"
-    if why:
-        return RankRun(plan, None, refused=why)
+    return why
+
+
+def timed(loader: type, plan: RankPlan) -> RankPlan:
+    """`plan` with the step timeout a loader that declares the seconds its `iter()` takes to
+    start workers (`loaders.iterator_start_s`) needs: that much more per rank (the ranks start
+    their iterators at once, on cores they share, and a step waits for the slowest one)."""
     start_s = loaders.iterator_start_s(loader)
-    if start_s:
-        plan = replace(plan, step_timeout_s=plan.step_timeout_s + plan.world * start_s)
-    report = sandbox.run(
-        group, loader, plan, deadline_s=deadline_s, linger_s=linger_s, subreaper=True
-    )
-    events = [n for n in report.notes if isinstance(n, RankEvent)]
-    out = RankRun(plan, report, [e for e in events if not isinstance(e, GroupPort)])
-    out.refused = next((e.reason for e in events if isinstance(e, RankRefused)), None)
-    out.port = next((e.port for e in events if isinstance(e, GroupPort)), None)
-    out.port_listening = out.port is not None and _listening(out.port)
-    return out
+    if not start_s:
+        return plan
+    return replace(plan, step_timeout_s=plan.step_timeout_s + plan.world * start_s)

@@ -319,6 +319,7 @@ class _Run:
         self, deadline_s: float, startup_s: float, orphan_grace_s: float, linger_s: float
     ) -> None:
         self.deadline_s = deadline_s
+        self.first_note_s: float | None = None  # run(first_note_s=...)
         self.startup_s = startup_s
         self.orphan_grace_s = orphan_grace_s
         self.linger_s = linger_s
@@ -473,6 +474,8 @@ class _Run:
     def _deadline(self) -> float:
         if self.started_at is None:
             return self.t0 + self.startup_s
+        if self.first_note_s is not None and not self.notes and self.returned_at is None:
+            return self.started_at + min(self.deadline_s, self.first_note_s)
         if self.returned_at is not None:
             # The target is done: what is left is its measuring (linger_s) and the child's exit.
             after = self.returned_at + self.linger_s + _REAP_S
@@ -573,6 +576,7 @@ def run(
     remove_leaked_shm: bool = True,
     linger_s: float = 1.0,
     subreaper: bool = False,
+    first_note_s: float | None = None,
     **kwargs: Any,
 ) -> SandboxReport:
     """Run `target(*args, **kwargs)` in a sandbox child; see the module docstring.
@@ -596,6 +600,9 @@ def run(
         subreaper: make the child a child subreaper, so that what the target's processes
             orphan (even in sessions of their own: a test suite run inside) stays the child's
             descendant and is counted as `lingering`.
+        first_note_s: seconds the target may take to send its first note (`note`); past
+            them with none sent, the run ends as past its deadline (a scenario stuck before
+            its first step is told in that time, not in the whole `deadline_s`).
         **kwargs: passed to `target` (so `target` cannot take the names above).
 
     Raises:
@@ -612,6 +619,7 @@ def run(
         raise SandboxError(msg) from exc
     shm_before = _shm_entries()
     r = _Run(deadline_s, startup_s, orphan_grace_s, linger_s)
+    r.first_note_s = first_note_s
     r.shm_known = set(shm_before)
     with processes.subreaper():
         r.start(job, start)

@@ -39,6 +39,7 @@ _DEST_OPTIONS = (
     "loaderspec_fail_on",
     "loaderspec_repeat",
     "loaderspec_trace",
+    "loaderspec_replay_draw",
 )
 
 
@@ -97,6 +98,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="DIR",
         help="trace every case's runs into DIR/<case id>/ and, when the run ends, check every"
         " traced run against the spec with TLC (the reference loader traces; DIR/traces.json)",
+    )
+    group.addoption(
+        "--conformance-replay-draw",
+        dest="loaderspec_replay_draw",
+        default=None,
+        metavar="DRAW",
+        help="run only the drawn case that recorded DRAW (a FAIL's 'replay:' line, or its"
+        ' "draw" in report.json) and play that one example alone',
     )
     parser.addini(LOADER_INI, "loader class under test (pkg.mod:Class)", default="")
 

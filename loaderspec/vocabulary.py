@@ -170,6 +170,8 @@ class PropertyName(enum.Enum):
     CHECKPOINT_IS_RECEIVED = "CheckpointIsReceived"
     RESUME_NEVER_STALLS = "ResumeNeverStalls"
     MAP_RESUME_ANY_WORKERS = "MapResumeAnyWorkers"
+    # issue 36: the order is drawn from the user's generator alone
+    ORDER_FROM_USER_GENERATOR = "OrderFromUserGenerator"
     # RANK_PROPERTIES: many ranks of a torch.distributed group, one loader each (the suite's only)
     RANKS_PARTITION_EVERY_EPOCH = "RanksPartitionEveryEpoch"
     RANKS_EVEN_BATCH_COUNTS = "RanksEvenBatchCounts"
@@ -462,6 +464,16 @@ CHECKPOINT_PROPERTIES: tuple[Property, ...] = (
         Check.INVARIANT,
         "A map-style state is accepted by a loader with another num_workers, and continues"
         " exactly (its sampler order does not depend on the worker count).",
+        CHECKPOINT_MODULE,
+    ),
+    # issue 36
+    Property(
+        P.ORDER_FROM_USER_GENERATOR,
+        Level.MUST,
+        Check.INVARIANT,
+        "A shuffled epoch's order is drawn from the generator the loader was given, and from it"
+        " alone: two runs from equal generator states hand out the same order, another state"
+        " another one, and reseeding or advancing torch's global RNG changes none.",
         CHECKPOINT_MODULE,
     ),
 )

@@ -26,6 +26,9 @@
 (*   UserLoadStateDict     load_state_dict(s) on this loader or on a new   *)
 (*                         one (the process was restarted), maybe with     *)
 (*                         another num_workers                             *)
+(*   UserSeedGlobal(s)     torch.manual_seed(s) between epochs (issue 36): *)
+(*                         the user's code, not a loader call, so no       *)
+(*                         loader method or trace record names it          *)
 (* Loader actions: MainTryPutIndex, MainProcessData, MainStopIteration, and *)
 (* the fault FaultFatalError (a worker's death, a timeout: the iterator    *)
 (* fails and what it prefetched is lost).                                  *)
@@ -50,6 +53,16 @@
 (* A handed-out item carries its value: its dataset index (the order's),   *)
 (* the dataset state and the iterator state it was drawn with.             *)
 (*                                                                         *)
+(* Whose RNG the order is drawn from (issue 36): `gen` is the generator    *)
+(* the loader was given (torch's global one only when none was); the user  *)
+(* may reseed torch's global RNG, `grng`, between epochs                   *)
+(* (torch.manual_seed with a seed of GlobalSeeds). A loader draws each     *)
+(* epoch's order from `gen` alone, so the order is a function of that      *)
+(* generator's state: equal states give equal orders, and a reseeded       *)
+(* global RNG changes none (OrderFromUserGenerator). A handed-out item's   *)
+(* value also carries, as a ghost, the generator state its epoch's order   *)
+(* was to be drawn at.                                                     *)
+(*                                                                         *)
 (* Broken variants (spec/MCCheckpoint.tla) replace the HOOK definitions.   *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets
@@ -68,7 +81,9 @@ CONSTANTS
     ResumeWorkers,  \* the num_workers a loader built for a resume may have
     Shuffle,        \* map-style: each epoch's order is drawn from the loader's generator
     DatasetState,   \* the dataset has a state of its own that advances when an epoch ends
-    IterState       \* iterable: iter(dataset) returns an iterator with its own RNG state
+    IterState,      \* iterable: iter(dataset) returns an iterator with its own RNG state
+    GlobalSeeds     \* the seeds the user's code gives torch.manual_seed between epochs
+                    \* (torch's global RNG; {}: it never reseeds it)
 
 ASSUME /\ NumWorkers \in Nat \ {0}
        /\ NumTasks \in Nat \ {0}
@@ -80,6 +95,7 @@ ASSUME /\ NumWorkers \in Nat \ {0}
                         IterState} : flag \in BOOLEAN
        /\ Shuffle => ~Iterable     \* an IterableDataset has no sampler order to draw
        /\ IterState => Iterable    \* a map-style dataset has no iterator of its own
+       /\ GlobalSeeds \subseteq Nat
 
 Workers == 0 .. NumWorkers - 1
 \* Worker w's shard length: worker 0's is one longer, so shards end at different tasks.
@@ -110,8 +126,9 @@ NoState == [epoch |-> -1, handed |-> {}, nw |-> 0, gen |-> None, dstate |-> None
 States == [epoch : Nat, handed : SUBSET Items, nw : ResumeWorkers, gen : Nat \cup {None},
            dstate : Nat \cup {None}, iseed : Nat \cup {None}] \cup {NoState}
 \* A handed-out item as the user got it: <<user epoch, item (position), value>>, the value
-\* <<dataset index, dataset state, iterator state>>.
-Value == (Nat \X Nat) \X Nat \X Nat
+\* <<dataset index, dataset state, iterator state, generator state>>: the last a ghost, the
+\* state of the loader's generator the epoch's order was to be drawn at (Drawn).
+Value == (Nat \X Nat) \X Nat \X Nat \X Nat
 
 VARIABLES
     it,          \* the iterator: "none" (no iter() since the loader was built or loaded),
@@ -127,6 +144,8 @@ VARIABLES
     dstate,      \* the dataset's own state (DatasetState): epochs it has seen end
     iseed,       \* the running epoch's iterator's state: its RNG's seed (IterState)
     proc,        \* the loader's process: 0, then one more for each new loader (a restart)
+    grng,        \* torch's global RNG: the seed the user last gave it (0 at first), plus one
+                 \* for each draw a loader made from it since
     \* --- history, for the properties only (no guard reads it) ---
     log,         \* the user's view: <<user epoch, item>> handed out (rolled back at a load)
     uepoch,      \* the user's epoch: StopIterations seen (rolled back at a load)
@@ -136,7 +155,7 @@ VARIABLES
     started      \* the state the current iterator started from (NoState: from scratch)
 
 vars == <<it, epoch, handed, inflight, skip, nw, pending, touched, gen, dstate, iseed, proc,
-          log, uepoch, snaps, loads, governs, started>>
+          grng, log, uepoch, snaps, loads, governs, started>>
 
 \* A returned state and its ghosts: `value` (the object the user holds, as it is now),
 \* `returned` (it at the moment it was returned), `truth` (what was handed out then),
@@ -151,7 +170,7 @@ TypeOK ==
     /\ nw \in ResumeWorkers
     /\ pending \in States
     /\ touched \in BOOLEAN
-    /\ gen \in Nat /\ dstate \in Nat /\ iseed \in Nat /\ proc \in 0 .. MaxLoads
+    /\ gen \in Nat /\ dstate \in Nat /\ iseed \in Nat /\ proc \in 0 .. MaxLoads /\ grng \in Nat
     /\ log \in Seq(Nat \X Items \X Value)
     /\ uepoch \in 0 .. NumEpochs
     /\ snaps \in Seq(SnapRec)
@@ -165,7 +184,7 @@ Init ==
     /\ nw = NumWorkers
     /\ pending = NoState
     /\ touched = FALSE
-    /\ gen = 0 /\ dstate = 0 /\ iseed = 0 /\ proc = 0
+    /\ gen = 0 /\ dstate = 0 /\ iseed = 0 /\ proc = 0 /\ grng = 0
     /\ log = << >>
     /\ uepoch = 0
     /\ snaps = << >>
@@ -217,6 +236,12 @@ ResumedHanded(s) == s.handed
 \* HOOK: the resumed epoch's iterator: the state's (its load_state_dict() after iter(dataset)),
 \* or a new iterator when the state holds none.
 ResumedSeed(s) == IF s.iseed = None THEN FreshSeed ELSE s.iseed
+\* HOOK (issue 36): each epoch's order is drawn from torch's global RNG (one draw at iter()),
+\* not from the generator the loader was given.
+OrderFromGlobalRng == FALSE
+\* The RNG state the running epoch's order was drawn at: the loader's generator's, or (the
+\* draw advanced it by one) the global RNG's.
+OrderKey == IF OrderFromGlobalRng THEN grng - 1 ELSE Drawn
 
 -----------------------------------------------------------------------------
 (* The loader *)
@@ -229,8 +254,8 @@ MainTryPutIndex ==
     /\ Remaining # {}
     /\ Cardinality(Outstanding) < PrefetchFactor * nw
     /\ inflight' = inflight \cup {MinRank(Remaining)}
-    /\ UNCHANGED <<it, epoch, handed, skip, nw, pending, touched, gen, dstate, iseed, proc, log,
-                   uepoch, snaps, loads, governs, started>>
+    /\ UNCHANGED <<it, epoch, handed, skip, nw, pending, touched, gen, dstate, iseed, proc, grng,
+                   log, uepoch, snaps, loads, governs, started>>
 
 \* Hand an item out: in sampler order with in_order, any in-flight one without. The user gets
 \* its value: the dataset index at that position of the epoch's order, drawn with the dataset's
@@ -241,13 +266,13 @@ MainProcessData(i) ==
     /\ InOrder => i = MinRank(inflight)
     /\ inflight' = inflight \ {i}
     /\ handed' = handed \cup {i}
-    /\ log' = Append(log, <<uepoch, i, <<Index(Drawn, i), dstate, iseed>>>>)
+    /\ log' = Append(log, <<uepoch, i, <<Index(OrderKey, i), dstate, iseed, Drawn>>>>)
     /\ snaps' = IF AliasedSnapshots
                 THEN [k \in DOMAIN snaps |->
                         [snaps[k] EXCEPT !.value = [@ EXCEPT !.handed = handed']]]
                 ELSE snaps
-    /\ UNCHANGED <<it, epoch, skip, nw, pending, touched, gen, dstate, iseed, proc, uepoch, loads,
-                   governs, started>>
+    /\ UNCHANGED <<it, epoch, skip, nw, pending, touched, gen, dstate, iseed, proc, grng, uepoch,
+                   loads, governs, started>>
 
 \* StopIteration; a dataset with a state of its own advances it as its iteration ends.
 MainStopIteration ==
@@ -256,8 +281,8 @@ MainStopIteration ==
     /\ it' = "ended"
     /\ uepoch' = uepoch + 1
     /\ dstate' = IF DatasetState THEN dstate + 1 ELSE dstate
-    /\ UNCHANGED <<epoch, handed, inflight, skip, nw, pending, touched, gen, iseed, proc, log,
-                   snaps, loads, governs, started>>
+    /\ UNCHANGED <<epoch, handed, inflight, skip, nw, pending, touched, gen, iseed, proc, grng,
+                   log, snaps, loads, governs, started>>
 
 \* A fatal error (a worker killed, a timeout): fail-stop; what was prefetched is lost.
 FaultFatalError ==
@@ -265,8 +290,8 @@ FaultFatalError ==
     /\ it = "running"
     /\ it' = "failed"
     /\ inflight' = {}
-    /\ UNCHANGED <<epoch, handed, skip, nw, pending, touched, gen, dstate, iseed, proc, log,
-                   uepoch, snaps, loads, governs, started>>
+    /\ UNCHANGED <<epoch, handed, skip, nw, pending, touched, gen, dstate, iseed, proc, grng,
+                   log, uepoch, snaps, loads, governs, started>>
 
 -----------------------------------------------------------------------------
 (* The user *)
@@ -297,6 +322,7 @@ UserIter ==
             /\ iseed' = FreshSeed
             /\ started' = IF it = "ended" THEN started ELSE NoState
     /\ pending' = NoState
+    /\ grng' = IF OrderFromGlobalRng THEN grng + 1 ELSE grng
     /\ UNCHANGED <<nw, proc, log, uepoch, snaps, loads, governs>>
 
 \* state_dict(): allowed at any moment. It returns the state as the loader is after the call
@@ -305,8 +331,8 @@ UserStateDict ==
     /\ Len(snaps) < MaxSnapshots
     /\ handed' = CountAfterStateDict
     /\ touched' = TRUE
-    /\ UNCHANGED <<it, epoch, inflight, skip, nw, pending, gen, dstate, iseed, proc, log, uepoch,
-                   loads, governs, started>>
+    /\ UNCHANGED <<it, epoch, inflight, skip, nw, pending, gen, dstate, iseed, proc, grng, log,
+                   uepoch, loads, governs, started>>
     /\ snaps' = Append(snaps, [value |-> SnapshotValue', returned |-> SnapshotValue',
                                truth |-> Truth', base |-> started, log |-> log,
                                uepoch |-> uepoch])
@@ -338,11 +364,19 @@ UserLoadStateDict(k, same, n) ==
     /\ uepoch' = snaps[k].uepoch
     /\ loads' = loads + 1
     /\ started' = NoState
-    /\ UNCHANGED snaps
+    /\ UNCHANGED <<grng, snaps>>
 
 \* On the same loader a running iterator is dropped: the next iter() starts from the state.
 UserLoad == \E k \in 1 .. MaxSnapshots, same \in BOOLEAN, n \in ResumeWorkers :
                 UserLoadStateDict(k, same, n)
+
+\* torch.manual_seed(s) in the user's code between epochs (issue 36): only torch's global RNG
+\* changes. (The order is drawn at iter(), so a reseed while an epoch runs changes no order.)
+UserSeedGlobal(s) ==
+    /\ it # "running"
+    /\ grng' = s
+    /\ UNCHANGED <<it, epoch, handed, inflight, skip, nw, pending, touched, gen, dstate, iseed,
+                   proc, log, uepoch, snaps, loads, governs, started>>
 
 \* The user has no iterator running and nothing more to do: the run has ended (stuttering).
 Terminated == it # "running" /\ UNCHANGED vars
@@ -354,6 +388,7 @@ Next ==
     \/ LoaderStep
     \/ FaultFatalError
     \/ UserIter \/ UserStateDict \/ UserLoad
+    \/ \E s \in GlobalSeeds : UserSeedGlobal(s)
     \/ Terminated
 
 Spec == Init /\ [][Next]_vars
@@ -361,7 +396,8 @@ Spec == Init /\ [][Next]_vars
 -----------------------------------------------------------------------------
 (* Properties (loaderspec.vocabulary.PROPERTIES, module DataLoaderCheckpoint) *)
 
-\* log[j]: <<user epoch, item, <<dataset index, dataset state, iterator state>>>>.
+\* log[j]: <<user epoch, item, <<dataset index, dataset state, iterator state, generator
+\* state>>>>.
 IndicesOf(u) == {log[j][3][1] : j \in {j \in DOMAIN log : log[j][1] = u}}
 
 \* MUST: what was handed out before a checkpoint followed by what the resumed loader hands out
@@ -429,4 +465,11 @@ ResumeTopologyExplicit == (Iterable /\ it = "running" /\ started # NoState) => s
 \* does not depend on it): every state returned would be loaded under every count.
 MapResumeAnyWorkers ==
     ~Iterable => \A k \in DOMAIN snaps, n \in ResumeWorkers : TopologyAccepted(snaps[k].value, n)
+\* --- issue 36: whose RNG the order is drawn from ---------------------------------------------
+
+\* MUST: each epoch's order is drawn from the generator the loader was given, and from it alone:
+\* every item the user got has the dataset index that generator's state, at the epoch's draw,
+\* puts at its position. So two runs from equal generator states hand out the same order, a
+\* generator in another state another one, and torch's global RNG (reseeded, advanced) none.
+OrderFromUserGenerator == \A j \in DOMAIN log : log[j][3][1] = Index(log[j][3][4], log[j][2])
 =============================================================================

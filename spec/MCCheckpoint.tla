@@ -73,6 +73,13 @@ CkptOutstandingWithSkip == inflight \cup skip
 \* MapResumeAnyWorkers: a map-style state is refused under another num_workers.
 CkptSameWorkersOnly(s, n) == s.nw = n
 
+\* --- issue 36: whose RNG the order is drawn from ---------------------------------------------
+
+\* OrderFromUserGenerator: the `generator` the loader was given is ignored; each epoch's order
+\* is drawn from torch's global RNG, so the user's torch.manual_seed between epochs changes it
+\* and two runs from equal generator states hand out other orders.
+CkptOrderFromGlobalRng == TRUE
+
 \* Always TRUE: prints the name of every invariant the state violates (loaderspec.variantcheck).
 ViolationMonitor ==
     /\ ~TypeOK => PrintT(<<"VIOLATES", "TypeOK">>)
@@ -85,4 +92,5 @@ ViolationMonitor ==
     /\ ~CheckpointIsReceived => PrintT(<<"VIOLATES", "CheckpointIsReceived">>)
     /\ ~ResumeNeverStalls => PrintT(<<"VIOLATES", "ResumeNeverStalls">>)
     /\ ~MapResumeAnyWorkers => PrintT(<<"VIOLATES", "MapResumeAnyWorkers">>)
+    /\ ~OrderFromUserGenerator => PrintT(<<"VIOLATES", "OrderFromUserGenerator">>)
 =============================================================================

@@ -104,6 +104,8 @@ def test_checkpoint_properties_are_the_issue_19_names_of_their_own_module():
         "CheckpointIsReceived",
         "ResumeNeverStalls",
         "MapResumeAnyWorkers",
+        # issue 36
+        "OrderFromUserGenerator",
     ]
     assert {p.module for p in CHECKPOINT_PROPERTIES} == {CHECKPOINT_MODULE}
     assert {p.module for p in PROPERTIES} == {"DataLoader"}

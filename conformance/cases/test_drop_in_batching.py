@@ -1,13 +1,13 @@
 """The batching contract's corners, each on its own (the drawn configurations play them too):
 a custom batch_sampler's batches as given, items converted (not collated) with batch_size=None,
-and a seeded generator's order (ExactlyOnce; the order a drop-in's SHOULD)."""
+and a seeded generator's order (ExactlyOnce; torch's order a drop-in's SHOULD; that the order is
+the user's generator's alone: test_order_from_user_generator.py)."""
 
 from __future__ import annotations
 
 import pytest
-import torch
 from loaderspec.conformance.harness import Grade, checks, kwargs, play, spec_property
-from loaderspec.conformance.harness.batching import DROP_IN_ORDER, Config, compare, items
+from loaderspec.conformance.harness.batching import Config, compare
 from loaderspec.faultinject.events import Len, Stop
 
 from loaderspec.vocabulary import PropertyName
@@ -83,42 +83,3 @@ def test_seeded_shuffle_gives_torchs_order(loader_cls: type, grade: Grade) -> No
     r = play(loader_cls, cfg.plan())
     compare(grade, cfg, r)
     checks.nothing_left(grade, r)
-
-
-@spec_property(PROP)
-def test_the_users_generator_alone_decides_the_shuffle(loader_cls: type, grade: Grade) -> None:
-    """shuffle=True, 2 workers, 2 epochs, played three times: generator seeded 5 with torch's
-    global RNG seeded 1, the same with it seeded 2, and generator seeded 6: the first two hand
-    out the same order, the third another (each a permutation: MUST; the order the generator's
-    alone: a drop-in's SHOULD, the spec gives determinism no property).
-
-    Property: ExactlyOnce. Seed (DataLoader docs): "generator (torch.Generator, optional): If not
-    None, this RNG will be used by RandomSampler to generate random indexes".
-    Guards: J1 pytorch/pytorch#5059 (randomness that is not the user's to control).
-    """
-    orders = {}
-    for seed, global_seed in ((5, 1), (5, 2), (6, 1)):
-        cfg = Config(n=16, batch_size=4, sampling="shuffle_seeded", seed=seed, workers=2, epochs=2)
-        with torch.random.fork_rng():  # the sandbox child is forked: it inherits the seed
-            torch.manual_seed(global_seed)
-            r = play(loader_cls, cfg.plan())
-        if not all(r.of(e, Stop) for e in range(cfg.epochs)):
-            grade.fail(PROP, f"{cfg.epochs} whole epochs ({cfg})", f"{r.last(0)}")
-            return
-        # each epoch's items in order (a described batch's leaves but its dtype)
-        orders[seed, global_seed] = [
-            [int(x) for x in items(r.batches(e)) if x.isdigit()] for e in range(cfg.epochs)
-        ]
-        checks.nothing_left(grade, r)
-    if orders[5, 1] != orders[5, 2]:
-        grade.should(
-            DROP_IN_ORDER,
-            f"generator seeded 5: {orders[5, 1]} with torch.manual_seed(1), {orders[5, 2]} with"
-            " torch.manual_seed(2): the order follows torch's global RNG, not the generator",
-        )
-    elif orders[5, 1] == orders[6, 1]:
-        grade.should(
-            DROP_IN_ORDER,
-            f"generators seeded 5 and 6 give the same order {orders[5, 1]}: the generator is"
-            " not used",
-        )

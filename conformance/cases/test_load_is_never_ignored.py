@@ -18,7 +18,7 @@ from loaderspec.conformance.harness.resume import (
     play_resume,
     same_stream,
 )
-from loaderspec.faultinject.resume import BeforeLoad
+from loaderspec.faultinject.plan import BeforeLoad
 
 from loaderspec.vocabulary import PropertyName
 

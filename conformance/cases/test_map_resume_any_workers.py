@@ -14,25 +14,26 @@ from loaderspec.conformance.harness.resume import (
     MOST_ITERATORS,
     Cut,
     ResumePlan,
+    Run,
+    errors,
     nothing_left,
     play_resume,
+    resume_plan,
     same_stream,
 )
-from loaderspec.faultinject.resume import ResumeRun
-from loaderspec.faultinject.resume_events import ResumeError
 
 from loaderspec.vocabulary import PropertyName
 
 MAP_ANY_WORKERS = PropertyName.MAP_RESUME_ANY_WORKERS
 
 
-def accepted(grade: Grade, r: ResumeRun) -> None:
+def accepted(grade: Grade, r: Run) -> None:
     """MapResumeAnyWorkers: the load and the resumed iter() raise nothing (NON-STRICT if one
     does), and the stream is the uninterrupted one's (ResumeEquivalence)."""
-    refused = [e for e in r.of(None, ResumeError) if e.seg >= 0 and e.at in ("load", "iter")]
+    refused = [e for e in errors(r) if e.at in ("load", "iter")]
     if refused:
         e = refused[0]
-        after = (r.plan.resume_kwargs or {}).get("num_workers", 0)
+        after = (resume_plan(r).resume_kwargs or {}).get("num_workers", 0)
         grade.non_strict(
             MAP_ANY_WORKERS,
             None,

@@ -65,9 +65,10 @@ def keep_going(worker_id: int) -> None:
     """A user's worker_init_fn that does nothing (the harness records each call around it)."""
 
 
-# A drop-in's determinism: the spec gives it no property (the order a sampler draws is the
-# user's, not the protocol's), so it is graded SHOULD: a loader that ignores the user's generator
-# (runs not reproducible) is NON-STRICT, never a silent PASS.
+# A drop-in's order: torch's own permutation for a seeded generator is what a drop-in SHOULD
+# give (another sampler may draw differently), graded NON-STRICT, never a silent PASS. That the
+# order is drawn from the user's generator alone is a MUST (OrderFromUserGenerator, issue 36):
+# test_drop_in_batching's case plays the same generator under two global seeds.
 DROP_IN_ORDER = "a drop-in's order for a seeded generator is torch's"
 
 SAMPLINGS = ("sequential", "shuffle", "shuffle_seeded", "sampler", "batch_sampler")

@@ -1,17 +1,18 @@
 """The suite's property checks: one reading of a played scenario per spec property.
 
-Each check reads a `faultinject.driver.Run` (the events the user saw, the sandbox's report of
-what was left) and grades one property into a `Grade`: a MUST violation through `grade.fail`, a
-SHOULD one through `grade.non_strict`, measured figures through `grade.figure`. The cases call
-them, and so does `loaderspec.scenarios` for the spec-generated scenarios (with a collecting
-`Grade`): one oracle for both. A check returns after a failure, so a collecting grade can go on.
+Each check reads a `faultinject.driver.Run` of any plan (the events the user saw, the sandbox's
+report of what was left) and grades one property into a `Grade`: a MUST violation through
+`grade.fail`, a SHOULD one through `grade.non_strict`, measured figures through `grade.figure`. The
+cases call them, and so does `loaderspec.scenarios` for the spec-generated scenarios (with a
+collecting `Grade`): one oracle for both. A check returns after a failure, so a collecting grade
+can go on.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, PROMPT, SHOULD_BOUND_S, Grade
 from loaderspec.faultinject.driver import Run
@@ -24,8 +25,8 @@ from loaderspec.faultinject.events import (
     LoaderDropped,
     Paused,
     Stop,
+    WorkersLeft,
 )
-from loaderspec.faultinject.sandbox import SandboxReport
 
 from loaderspec.vocabulary import TORCH_PREFETCH_FACTOR, PropertyName
 
@@ -62,15 +63,7 @@ def ended(grade: Grade, r: Run, must: PropertyName = PropertyName.ITERATION_TERM
         grade.fail(must, "the scenario to end", f"it raised: {report.error}")
 
 
-class Sandboxed(Protocol):
-    """A scenario's run of any kind (a loader's ``Run``, the ranks' ``RankRun``, a resume's
-    ``ResumeRun``): what its sandbox saw once it ended."""
-
-    @property
-    def report(self) -> SandboxReport | None: ...
-
-
-def leaks(r: Sandboxed) -> str:
+def leaks(r: Run) -> str:
     """What the scenario left after the loader was dropped, in one line ("" when nothing):
     processes (alive, or left in the session after it ended), zombies, threads, fds, /dev/shm."""
     report = r.report
@@ -93,7 +86,7 @@ def leaks(r: Sandboxed) -> str:
     return "; ".join(parts) + named(r, [*report.lingering, *left, *report.zombies])
 
 
-def named(r: Sandboxed, pids: list[int]) -> str:
+def named(r: Run, pids: list[int]) -> str:
     """What the first few of `pids` were (the sandbox's `name`: command line, parent, start,
     which worker or none), so that a leak can be told from a stray process ("" for none)."""
     if r.report is None or not pids:
@@ -103,19 +96,27 @@ def named(r: Sandboxed, pids: list[int]) -> str:
 
 
 def nothing_left(grade: Grade, r: Run) -> None:
-    """ShutdownCompletes: nothing left after the loader was dropped (no process, zombie, thread,
-    fd or /dev/shm entry; no worker alive 15 s after the iterator that owned it was dropped),
-    and no shutdown took longer than the MUST bound."""
-    for e in r.of(None, AliveAfterDrop):
-        if e.pids:
+    """ShutdownCompletes, for a scenario of any kind: nothing left after the loader was dropped
+    (no process, zombie, thread, fd or /dev/shm entry; no worker alive 15 s after the iterator
+    that owned it, or on a rank the loader, was dropped; nothing listening on a rank group's
+    port), and no shutdown took longer than the MUST bound."""
+    for e in r.of(None):
+        if isinstance(e, AliveAfterDrop | WorkersLeft) and e.pids:
+            owner = (
+                f"the iterator of epoch {e.epoch}"
+                if isinstance(e, AliveAfterDrop)
+                else f"rank {e.rank}'s loader"
+            )
             grade.fail(
                 PropertyName.SHUTDOWN_COMPLETES,
-                f"the workers gone once the iterator of epoch {e.epoch} was dropped",
+                f"the workers gone once {owner} was dropped",
                 f"workers {list(e.pids)} alive {min(e.dt, MUST_BOUND_S):.0f} s later"
                 f"{named(r, list(e.pids))}" + (f" ({r.leak_note})" if r.leak_note else ""),
             )
             return
     left = leaks(r)
+    if r.port_listening:
+        left = "; ".join(filter(None, [left, f"port {r.port} still listening"]))
     if left:
         note = f" ({r.leak_note})" if r.leak_note else ""
         grade.fail(

@@ -18,7 +18,11 @@ the loader's error) with the drawn example added when the check did not name it.
 Hypothesis calls flaky (its own replay of the example passed: a race, a loaded machine) is not
 reported as Hypothesis's exception wrapper: the example is replayed `REPLAYS` more times, and
 the case fails with the first observation and whether a replay reproduced it. The draws are
-derandomized, so the case's rerun command draws the same examples again, in the same order.
+derandomized, so the case's rerun command draws the same examples again, in the same order. A
+failure carries the example it failed on (`draws.DRAW_ATTR`): the plugin records it, and its
+replay (`--conformance-replay-draw`, `draws.replaying`) plays that one example alone. A failure
+that is a hang the loader already showed at iter() in earlier cases (`scenario.HUNG_PATTERN`)
+ends the draws at once: shrinking or replaying it would wait out the same hang again.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from hypothesis import HealthCheck, Phase, given, reject, settings
 from hypothesis import errors as hypothesis_errors
 from hypothesis import strategies as st
 from hypothesis.internal.conjecture import engine
+from loaderspec.conformance.harness import draws, scenario
 from loaderspec.conformance.harness.grading import Violation
 from loaderspec.faultinject.driver import Run
 
@@ -55,6 +60,8 @@ REPLAYS = 3  # replays of an example whose failure Hypothesis could not reproduc
 MSG_ALL_REFUSED = "the loader refused every drawn configuration"
 MSG_REPRODUCED = "reproduced on replay {k} of {n}"
 MSG_NOT_REPRODUCED = "not reproduced on replay ({n} replays passed): first observation shown"
+MSG_REPLAYED = "the recorded draw replayed alone"
+MSG_REPLAY_REFUSED = "the loader refused the recorded draw"
 
 
 @contextlib.contextmanager
@@ -89,6 +96,9 @@ def check_drawn(
     Raises:
         pytest.skip.Exception: the loader refused every example.
     """
+    recorded = draws.replaying()
+    if recorded is not None:
+        return _replay_alone(play, recorded.example)
     last: list[T] = []
     refused = [0]
     failures: list[tuple[T, BaseException]] = []  # the first failing example, as observed
@@ -107,6 +117,8 @@ def check_drawn(
             if not failures:
                 failures.append((example, exc))
             latest[:] = [example]
+            if scenario.HUNG_PATTERN in _message(exc):
+                raise _Settled(exc) from None  # no shrinking or replays of a known hang
             raise
 
     # The draws are derandomized from this function's source (Hypothesis hashes it, decorators
@@ -139,6 +151,8 @@ def check_drawn(
             run_examples()
     except hypothesis_errors.Unsatisfiable:
         pytest.skip(MSG_ALL_REFUSED)
+    except _Settled as settled:
+        raise _with_draw(settled.failure, latest[0], "") from None
     except hypothesis_errors.Flaky as flaky:
         if not failures:
             raise
@@ -149,6 +163,27 @@ def check_drawn(
     if not last:
         pytest.skip(MSG_ALL_REFUSED)
     return last[0]
+
+
+class _Settled(BaseException):
+    """A failure that ends the draws at once (Hypothesis lets a BaseException through): the
+    loader already hung at iter() in earlier cases (`scenario.HUNG_PATTERN`), so shrinking it
+    or replaying it would only wait out the same hang again."""
+
+    def __init__(self, failure: BaseException) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def _replay_alone(body: Callable[[T], Any], example: T) -> T:
+    """Play the recorded `example` once, as the case's only example (`draws`)."""
+    try:
+        body(example)
+    except hypothesis_errors.UnsatisfiedAssumption:
+        pytest.skip(MSG_REPLAY_REFUSED)
+    except (Exception, pytest.fail.Exception) as exc:
+        raise _with_draw(exc, example, MSG_REPLAYED) from None
+    return example
 
 
 def _replayed(body: Callable[[T], Any], example: T, first: BaseException) -> BaseException:
@@ -169,16 +204,24 @@ def _with_draw(exc: BaseException, example: object, note: str) -> BaseException:
     """`exc` as a failure of the case (its property kept), its message with the drawn example
     (unless the check named it) and `note`."""
     message = _message(exc)
-    if example is not None and repr(example) not in message and str(example) not in message:
+    # A check that named the example already (a configuration's line): not twice. A short
+    # one (a number) is found in any message, so it is always added.
+    named = len(repr(example)) >= 10 and (repr(example) in message or str(example) in message)
+    if example is not None and not named:
         message += f"; drawn: {example!r}"
     if note:
         message += f" [{note}]"
     prop = getattr(exc, "property", None)
+    out: BaseException
     if isinstance(exc, Violation) and prop:
-        return Violation(prop, message)
-    if isinstance(exc, pytest.fail.Exception):
-        return pytest.fail.Exception(message, pytrace=False)
-    return pytest.fail.Exception(f"{type(exc).__name__}: {message}", pytrace=False)
+        out = Violation(prop, message)
+    elif isinstance(exc, pytest.fail.Exception):
+        out = pytest.fail.Exception(message, pytrace=False)
+    else:
+        out = pytest.fail.Exception(f"{type(exc).__name__}: {message}", pytrace=False)
+    if example is not None:
+        setattr(out, draws.DRAW_ATTR, example)
+    return out
 
 
 def _message(exc: BaseException) -> str:

@@ -6,7 +6,7 @@ cannot judge into its outcome, as `play` does for one process: a refused configu
 group past its deadline FAILs the case's MUST property naming what each rank did last, a rank
 that raised outside the loader's calls fails the case.
 
-The checks read the `RankRun` against torch's own `DistributedSampler` (the oracle: what rank r
+The checks read the `Run` against torch's own `DistributedSampler` (the oracle: what rank r
 reads in epoch e after `set_epoch(e)`), one per rank property (`loaderspec.vocabulary`, checked
 only here: the spec models one loader process):
 
@@ -27,17 +27,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from loaderspec.conformance.harness import checks, scenario
+from loaderspec.conformance.harness import scenario
+from loaderspec.conformance.harness.checks import nothing_left
 from loaderspec.conformance.harness.grading import MUST_BOUND_S, Grade, fail
-from loaderspec.faultinject import loaders, ranks
-from loaderspec.faultinject.rank_events import (
-    RankBatch,
-    RankError,
-    RankRaised,
-    StepFailed,
-    WorkersLeft,
-)
-from loaderspec.faultinject.ranks import RankPlan, RankRun, expected_indices
+from loaderspec.faultinject import driver, loaders
+from loaderspec.faultinject.driver import RankPlan, Run
+from loaderspec.faultinject.events import Batch, Error, Raised, StepFailed, Stop, WorkersLeft
+from loaderspec.faultinject.ranks import expected_indices
 
 from loaderspec.vocabulary import PropertyName
 
@@ -64,7 +60,7 @@ RANKS_DEADLINE_S = 30.0
 
 def play_ranks(
     loader_cls: type, plan: RankPlan, *, must: PropertyName = EVEN, deadline_s: float | None = None
-) -> RankRun:
+) -> Run:
     """Play `plan` on its ranks (see the module docstring); SKIP, or FAIL `must`, as `play`. The
     deadline is `RANKS_DEADLINE_S`, and the seconds the loader declares an `iter()` takes to
     start its workers for each iterator of each rank (they share the machine's cores)."""
@@ -77,8 +73,8 @@ def play_ranks(
         deadline_s = min(deadline_s, 2 * scenario.HUNG_DEADLINE_S)
     if key in scenario._ALIVE_AFTER_DROP:  # its workers outlived a drop: see harness.scenario
         plan = replace(plan, drop_wait_s=scenario.LEAK_WAIT_AFTER_LEAK_S)
-    r = ranks.run(loader_cls, plan, deadline_s=deadline_s)
-    left = [e for e in r.of(None, None, WorkersLeft) if e.pids]
+    r = driver.run(loader_cls, plan, deadline_s=deadline_s)
+    left = [e for e in r.of(None, WorkersLeft) if e.pids]
     if left and plan.drop_wait_s >= MUST_BOUND_S:
         scenario._ALIVE_AFTER_DROP.setdefault(key, scenario.current_case())
     if left and plan.drop_wait_s < MUST_BOUND_S:
@@ -95,30 +91,38 @@ def play_ranks(
         fail(must, f"the {plan.world} ranks to end within {deadline_s:g} s", _last_moves(r) + note)
     if report.outcome != "returned":
         pytest.fail(f"the rank group did not end normally: {report.error}", pytrace=False)
-    raised = r.of(None, None, RankRaised)
+    raised = r.of(None, Raised)
     if raised:
         rank, text = raised[0].rank, raised[0].text
         pytest.fail(f"rank {rank} raised outside the loader's calls: {text}", pytrace=False)
     return r
 
 
-def _last_moves(r: RankRun) -> str:
+def _plan(r: Run) -> RankPlan:
+    """The rank plan `r` played (the checks here read a rank group's run only)."""
+    if not isinstance(r.plan, RankPlan):
+        raise TypeError(f"a rank group's run to grade, got a {type(r.plan).__name__}'s")
+    return r.plan
+
+
+def _last_moves(r: Run) -> str:
     moves = []
-    for rank in range(r.plan.world):
+    for rank in range(_plan(r).world):
         mine = [e for e in r.events if e.rank == rank]
         last = f"{mine[-1].name} in epoch {mine[-1].epoch}" if mine else "nothing"
-        moves.append(f"rank {rank}: {len(r.of(rank, None, RankBatch))} batches, then {last}")
+        moves.append(f"rank {rank}: {len(r.of(None, Batch, rank=rank))} batches, then {last}")
     return "still running at the deadline (" + "; ".join(moves) + "); killed"
 
 
-def _counts(r: RankRun, epoch: int) -> str:
-    return ", ".join(f"rank {rank}: {len(r.batches(rank, epoch))}" for rank in range(r.plan.world))
+def _counts(r: Run, epoch: int) -> str:
+    world = range(_plan(r).world)
+    return ", ".join(f"rank {rank}: {len(r.batches(epoch, rank=rank))}" for rank in world)
 
 
-def even_batches(grade: Grade, r: RankRun) -> None:
+def even_batches(grade: Grade, r: Run) -> None:
     """RanksEvenBatchCounts: each epoch ends in StopIteration on every rank after the same
     number of batches, and no rank was left alone in a step's all_reduce."""
-    failed = r.of(None, None, StepFailed)
+    failed = r.of(None, StepFailed)
     hang = ""
     if failed:
         f = failed[0]
@@ -126,43 +130,43 @@ def even_batches(grade: Grade, r: RankRun) -> None:
             f"; rank {f.rank}'s all_reduce after its batch {f.step} of epoch {f.epoch}"
             f" failed after {f.dt:.1f} s ({f.text[:100]}): DDP's ranks would hang there"
         )
-    for epoch in range(r.plan.epochs):
-        counts = {len(r.batches(rank, epoch)) for rank in range(r.plan.world)}
-        if r.of(None, epoch, StepFailed) or len(counts) > 1:
+    for epoch in range(_plan(r).epochs):
+        counts = {len(r.batches(epoch, rank=rank)) for rank in range(_plan(r).world)}
+        if r.of(epoch, StepFailed) or len(counts) > 1:
             grade.fail(
                 EVEN,
                 f"every rank to hand out the same number of batches in epoch {epoch}",
                 _counts(r, epoch) + hang,
             )
             return
-        for rank in range(r.plan.world):
-            errors = r.of(rank, epoch, RankError)
+        for rank in range(_plan(r).world):
+            errors = r.of(epoch, Error, rank=rank)
             if errors:
                 grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", errors[0].text)
                 return
-            if not r.ended(rank, epoch):
+            if not r.of(epoch, Stop, rank=rank):
                 grade.fail(EVEN, f"epoch {epoch} to end on rank {rank}", "it never ended")
                 return
 
 
-def _who(r: RankRun, epoch: int) -> dict[Any, list[int]]:
+def _who(r: Run, epoch: int) -> dict[Any, list[int]]:
     """Item -> the ranks that handed it out in `epoch` (a rank once per time it did)."""
     out: dict[Any, list[int]] = {}
-    for rank in range(r.plan.world):
-        for x in r.items(rank, epoch):
+    for rank in range(_plan(r).world):
+        for x in r.items(epoch, rank=rank):
             out.setdefault(x, []).append(rank)
     return out
 
 
-def partition(grade: Grade, r: RankRun) -> None:
+def partition(grade: Grade, r: Run) -> None:
     """RanksPartitionEveryEpoch: each rank hands out exactly the items its sampler (or its
     iterable shard) gives it; so, across ranks, every item once an epoch (DistributedSampler's
     padding apart: it repeats the first items so that every rank gets as many)."""
-    plan = r.plan
+    plan = _plan(r)
     for epoch in range(plan.epochs):
         for rank in range(plan.world):
             want = Counter(expected_indices(plan, rank, epoch))
-            got = Counter(r.items(rank, epoch))
+            got = Counter(r.items(epoch, rank=rank))
             if got == want:
                 continue
             who = _who(r, epoch)
@@ -201,13 +205,13 @@ def _source(plan: RankPlan) -> str:
     return "iterable shard" if plan.iterable else "DistributedSampler"
 
 
-def same_permutation(grade: Grade, r: RankRun) -> None:
+def same_permutation(grade: Grade, r: Run) -> None:
     """RanksShareEpochPermutation: each rank hands its items out in its sampler's order after
     `set_epoch(epoch)`: one permutation per epoch cut among the ranks, a new one every epoch."""
-    plan = r.plan
+    plan = _plan(r)
     for epoch in range(plan.epochs):
         for rank in range(plan.world):
-            got = r.items(rank, epoch)
+            got = r.items(epoch, rank=rank)
             want = expected_indices(plan, rank, epoch)
             if got == want:
                 continue
@@ -222,22 +226,3 @@ def same_permutation(grade: Grade, r: RankRun) -> None:
                 actual,
             )
             return
-
-
-def nothing_left(grade: Grade, r: RankRun) -> None:
-    """ShutdownCompletes: every rank's workers gone once its loader was dropped, and nothing of
-    the group left: no process, zombie, /dev/shm entry, and nothing listening on its port."""
-    for e in r.of(None, None, WorkersLeft):
-        if e.pids:
-            grade.fail(
-                PropertyName.SHUTDOWN_COMPLETES,
-                f"rank {e.rank}'s workers gone once its loader was dropped",
-                f"workers {list(e.pids)} alive {min(e.dt, MUST_BOUND_S):.0f} s later"
-                + (f" ({r.leak_note})" if r.leak_note else ""),
-            )
-            return
-    left = checks.leaks(r)
-    if r.port_listening:
-        left = "; ".join(filter(None, [left, f"port {r.port} still listening"]))
-    if left:
-        grade.fail(PropertyName.SHUTDOWN_COMPLETES, "nothing of the rank group left", left)

@@ -19,8 +19,11 @@ The same for workers left alive after their iterator was dropped: once a loader 
 outlived a drop by `MUST_BOUND_S`, its later scenarios wait `LEAK_WAIT_AFTER_LEAK_S` after a
 drop (a loader that never reaps its workers fails each such case in seconds, naming the case
 that waited in full). And for a loader that hangs at iter(): once `HUNG_CASES` scenarios ran
-into their whole deadline with nothing after the loader was built, its later scenarios get
-`HUNG_DEADLINE_S` (plus the iterator start it declares). `play(..., leaks=False)` waits for
+into their whole deadline with nothing after the loader was built (`past_deadline` counts them,
+for every player: plain, resume), its later scenarios get `HUNG_DEADLINE_S` (plus the iterator
+start it declares; `hang_deadline`, which the resume and rank players and the worker probe ask
+too). One that gets past iter() under that short deadline is slow, not hung: the pattern is
+forgotten and the scenario played again in full. `play(..., leaks=False)` waits for
 nothing: for the many examples of a Hypothesis case, whose leaks one full-wait replay checks
 (`conformance.harness.drawn`).
 """
@@ -55,12 +58,14 @@ __all__ = [
     "THREAD_HANG_S",
     "current_case",
     "forget_played",
+    "hang_deadline",
     "hang_s",
     "hung_at_start",
     "kwargs",
     "loader_errors",
     "loader_key",
     "needs_worker_processes",
+    "past_deadline",
     "play",
     "shutdown_s",
     "workers",
@@ -86,10 +91,12 @@ ALIVE_PATTERN = "the workers already outlived a dropped iterator or loader by"
 # Loader classes whose scenario ran into its whole deadline before anything happened after the
 # loader was built (iter() or the first next() never returned), and those cases. After
 # HUNG_CASES of them, a scenario's deadline is HUNG_DEADLINE_S (plus the iterator start the
-# loader declares): a loader that hangs at iter() gets each later verdict in seconds.
+# loader declares): a loader that hangs at iter() gets each later verdict in a second or two.
+# Only a loader that already broke the MUST bound twice this way gets it (a correct loader's first
+# batch comes in well under a second; one that starts under it is played again in full).
 _HUNG_AT_START: dict[str, list[str]] = {}
 HUNG_CASES = 2
-HUNG_DEADLINE_S = 5.0
+HUNG_DEADLINE_S = 1.0
 HUNG_PATTERN = "it already hung before its first batch (at iter())"
 
 # The runs the running case played (the plugin empties it as each case starts), so that a FAIL
@@ -102,8 +109,9 @@ NO_WORKER_TO_KILL = "a worker thread cannot be killed without killing the loader
 
 
 def workers(loader_cls: type) -> loaders.WorkerKind:
-    """What the loader's workers are (`faultinject.driver.workers`: declared, else observed)."""
-    return driver.workers(loader_cls)
+    """What the loader's workers are (`faultinject.driver.workers`: declared, else observed;
+    a loader that hung at iter() is watched no longer than its later scenarios)."""
+    return driver.workers(loader_cls, hang_deadline(loader_cls, driver.PROBE_DEADLINE_S))
 
 
 def needs_worker_processes(loader_cls: type, why: str) -> None:
@@ -136,6 +144,38 @@ def hung_at_start(loader_cls: type) -> list[str]:
     or more (then its later scenarios get short deadlines); [] before."""
     hung = _HUNG_AT_START.get(loader_key(loader_cls), [])
     return list(hung) if len(hung) >= HUNG_CASES else []
+
+
+def hang_deadline(loader_cls: type, deadline_s: float) -> float:
+    """The deadline a scenario of `loader_cls` gets: `deadline_s`, or `HUNG_DEADLINE_S` (plus
+    the iterator start the loader declares) once it hung before its first batch in `HUNG_CASES`
+    cases (`past_deadline` counts them). Every player (a plain run, a resume, the ranks, the
+    worker probe) asks here: one pattern, however the case plays."""
+    if hung_at_start(loader_cls):
+        return min(deadline_s, HUNG_DEADLINE_S + loaders.iterator_start_s(loader_cls))
+    return deadline_s
+
+
+def past_deadline(
+    loader_cls: type, started: bool, deadline_s: float, full_deadline_s: float
+) -> str | None:
+    """Count a scenario of the running case that ran into its deadline: one that had its whole
+    deadline (`full_deadline_s`) and never got past building the loader and calling iter()
+    (`started`: anything after) is a hang at iter(). The note its FAIL adds: the pattern and
+    the cases that showed it, when the deadline was the short one and it hung at iter() again
+    ("" for the whole deadline). None: it started under the short deadline, so the loader does
+    not hang at iter() after all: the pattern is forgotten, and the caller plays the scenario
+    again with its whole deadline (a slow loader is never failed by the short one)."""
+    key = loader_key(loader_cls)
+    hung = _HUNG_AT_START.setdefault(key, [])
+    if deadline_s < full_deadline_s and started:
+        del _HUNG_AT_START[key]
+        return None
+    if not started and deadline_s >= full_deadline_s and _current_case() not in hung:
+        hung.append(_current_case())
+    if deadline_s < full_deadline_s:
+        return f" ({HUNG_PATTERN} in {' and '.join(hung)}: a deadline of {deadline_s:g} s)"
+    return ""
 
 
 def current_case() -> str:
@@ -203,10 +243,7 @@ def play(
     ref = loader_key(loader_cls)
     if ref in _ALIVE_AFTER_DROP:
         plan = replace(plan, drop_wait_s=LEAK_WAIT_AFTER_LEAK_S)
-    hung = _HUNG_AT_START.get(ref, [])
-    full_deadline_s = deadline_s
-    if len(hung) >= HUNG_CASES:
-        deadline_s = min(deadline_s, HUNG_DEADLINE_S + loaders.iterator_start_s(loader_cls))
+    full_deadline_s, deadline_s = deadline_s, hang_deadline(loader_cls, deadline_s)
     r = run(
         loader_cls,
         plan,
@@ -246,12 +283,11 @@ def play(
     report = r.report
     assert report is not None
     if report.outcome == "deadline":
-        if not _started(r) and deadline_s >= full_deadline_s and _current_case() not in hung:
-            hung.append(_current_case())
-            _HUNG_AT_START[ref] = hung
-        note = ""
-        if deadline_s < full_deadline_s:
-            note = f" ({HUNG_PATTERN} in {' and '.join(hung)}: a deadline of {deadline_s:g} s)"
+        note = past_deadline(loader_cls, _started(r), deadline_s, full_deadline_s)
+        if note is None:  # it started under the short deadline: slow, not hung; all of it
+            again: dict[str, Any] = {"parent_dies": parent_dies, "orphan_grace_s": orphan_grace_s}
+            again |= {"leaks": leaks, "skip_refused": skip_refused, "must": must}
+            return play(loader_cls, plan, deadline_s=full_deadline_s, **again)
         _deadline_passed(r, deadline_s, must, note)
     if report.outcome == "raised":
         error = str(report.error or "").strip()

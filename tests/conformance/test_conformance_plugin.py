@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -645,16 +646,7 @@ import pytest
 from hypothesis import strategies as st
 from loaderspec.conformance.harness.drawn import check_drawn
 
-SEEN = []
 LONG = "x" * 500
-
-@pytest.mark.spec_property("NoSilentLoss")
-def test_once(grade):
-    def body(draw):
-        SEEN.append(draw)
-        if len(SEEN) == 2:  # one run of one draw loses an item (a delay injected there)
-            grade.fail("NoSilentLoss", "every item", f"items [{draw[0]}] never handed out")
-    check_drawn(st.tuples(st.integers(0, 9), st.integers(0, 9)), body, examples=5, shrink_s=0)
 
 @pytest.mark.spec_property("ExactlyOnce")
 def test_worker_segfaults(grade):
@@ -678,15 +670,13 @@ def test_always(grade):
 def test_a_drawn_fail_shows_the_draw_the_observation_and_whether_a_replay_reproduced_it(
     env: pytest.Pytester,
 ) -> None:
-    """A correct loader's draw that failed once (Hypothesis: flaky) and a broken loader's that
-    always fails: each FAIL names the lost item and the draw; a FAIL a worker's death caused
-    carries the loader's error; the flaky one says it was not
-    reproduced on replay (it read `_WrappedBaseException() [single exception in FlakyFailure]`);
-    the summary keeps the end of a long detail after an ellipsis; the rerun line is this
-    interpreter's pytest with the run's conformance options."""
+    """A broken loader's draw that always fails: its FAIL names the lost item and the draw; a
+    FAIL a worker's death caused carries the loader's error; the summary keeps the end of a long
+    detail after an ellipsis; the rerun line is this interpreter's pytest with the run's
+    conformance options, and the replay line plays that draw alone and fails again."""
     import sys
 
-    from loaderspec.conformance.harness.drawn import MSG_NOT_REPRODUCED, REPLAYS
+    from loaderspec.conformance.harness.drawn import MSG_REPLAYED
 
     env.makepyfile(test_x=DRAWN_FAILURES)
     expect_file = env.path / "expect.toml"
@@ -698,12 +688,7 @@ def test_a_drawn_fail_shows_the_draw_the_observation_and_whether_a_replay_reprod
         f"--conformance-expect={expect_file}",
     )
     cases = {c["case"]: c for c in json.loads((rep / "report.json").read_text())["cases"]}
-    once, always = cases["test_once"], cases["test_always"]
-    assert (once["outcome"], once["failed_properties"]) == ("FAIL", ["NoSilentLoss"])
-    assert "never handed out" in once["detail"]
-    assert "drawn: (" in once["detail"]
-    assert MSG_NOT_REPRODUCED.format(n=REPLAYS) in once["detail"]
-    assert "FlakyFailure" not in once["detail"]
+    always = cases["test_always"]
     assert always["outcome"] == "FAIL"
     assert re.search(r"items \[(\d)\] never handed out; drawn: \(\1, \d\)$", always["detail"])
     assert "reproduced" not in always["detail"]
@@ -713,6 +698,146 @@ def test_a_drawn_fail_shows_the_draw_the_observation_and_whether_a_replay_reprod
     )
     out = result.stdout.str()
     assert re.search(r"FAIL test_x::test_always: .* … .*items \[\d\] never handed out", out)
-    rerun = f"rerun: {sys.executable} -m pytest test_x.py::test_once"
+    rerun = f"rerun: {sys.executable} -m pytest test_x.py::test_always"
     assert rerun in out
     assert f"--conformance-expect={expect_file}" in out
+    replay = next(line for line in out.splitlines() if line.startswith("  replay: "))
+    assert f"--conformance-replay-draw={always['draw']}" in replay
+    again = env.run(*shlex.split(replay.removeprefix("  replay: ")))
+    again_out = again.stdout.str()
+    assert again.ret == pytest.ExitCode.TESTS_FAILED, again_out
+    assert re.search(r"1 failed", again_out)
+    drawn = re.search(r"drawn: \(\d, \d\)", always["detail"])
+    assert drawn is not None
+    assert drawn.group(0) in again_out
+    assert MSG_REPLAYED in again_out
+
+
+DELAYED_ONCE = """
+import os
+import pytest
+from hypothesis import strategies as st
+from loaderspec.conformance.harness.drawn import check_drawn, played
+from loaderspec.conformance.harness.scenario import kwargs, play
+from loaderspec.faultinject.driver import Plan
+from loaderspec.faultinject.faults import Sleep
+
+N = 4
+
+@pytest.mark.spec_property("NoSilentLoss")
+def test_delayed_once(loader_cls, grade):
+    def body(at):
+        with open(os.environ["DRAWS_PLAYED"], "a") as f:
+            f.write(f"{at}\\n")
+        # The first fetch of item `at` in this directory's life takes 3 s (a loaded machine),
+        # past the loader's timeout of 1 s; every later play of it is quick.
+        plan = Plan(
+            n=N,
+            faults=(Sleep(at, 3.0, once=True),),
+            once_dir=os.environ["DELAY_ONCE_DIR"],
+            stop_at_fatal=True,
+            kwargs=kwargs(1, 1, batch_size=1, timeout=1.0),
+        )
+        r = played(play(loader_cls, plan, leaks=False, skip_refused=False))
+        lost = sorted(set(range(N)) - set(r.items(0)))
+        if lost:
+            grade.fail("NoSilentLoss", "every item handed out", f"items {lost} never handed out")
+    check_drawn(st.integers(0, N - 1), body, examples=2, shrink_s=0)
+"""
+
+
+def test_a_correct_loaders_draw_delayed_once_is_reported_as_not_reproduced(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference loader (correct) plays a drawn case whose first play of its draw gets a
+    3 s delay injected once (a once-only `Sleep`, its marker kept across plays) past its
+    1 s timeout: the loader raises its timeout error and items are lost; every replay is
+    quick and passes. The FAIL shows the draw, the observation (the lost items, the loader's
+    timeout error) and "not reproduced on replay" (it read `_WrappedBaseException() [single
+    exception in FlakyFailure]`); its replay line plays that one draw again, alone."""
+    from loaderspec.conformance.harness.drawn import MSG_NOT_REPRODUCED, REPLAYS
+
+    played = env.path / "played"
+    monkeypatch.setenv("DRAWS_PLAYED", str(played))
+    monkeypatch.setenv("DELAY_ONCE_DIR", str(env.path / "once"))
+    env.makepyfile(test_d=DELAYED_ONCE)
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess(
+        "--loader=loaderspec.reference:DataLoader", f"--conformance-report={rep}"
+    )
+    out = result.stdout.str()
+    (case,) = json.loads((rep / "report.json").read_text())["cases"]
+    assert (case["outcome"], case["failed_properties"]) == ("FAIL", ["NoSilentLoss"]), out
+    first = played.read_text().split()
+    assert re.search(rf"items \[{first[0]}.*\] never handed out", case["detail"])
+    assert f"drawn: {first[0]}" in case["detail"]
+    assert "timed out" in case["detail"]  # the loader's own error, under the delay
+    assert MSG_NOT_REPRODUCED.format(n=REPLAYS) in case["detail"]
+    assert "FlakyFailure" not in case["detail"]
+    replay = next(line for line in out.splitlines() if line.startswith("  replay: "))
+    played.write_text("")
+    again = env.run(*shlex.split(replay.removeprefix("  replay: ")))
+    assert again.ret == pytest.ExitCode.OK, again.stdout.str()
+    assert played.read_text().split() == [first[0]]  # that draw, alone
+
+
+@pytest.mark.parametrize("kind", ["not a draw", "another case's draw"])
+def test_a_replay_draw_that_cannot_be_played_is_a_usage_error(
+    env: pytest.Pytester, kind: str
+) -> None:
+    """`--conformance-replay-draw` with text that is not a recorded draw, or with the draw of a
+    case that is not selected: one line naming the fix, no case run."""
+    from loaderspec.conformance.harness import draws
+
+    env.makepyfile(test_x=GRADED)
+    value = "abc!" if kind == "not a draw" else draws.encode("test_y::test_gone", 3)
+    result = env.runpytest_subprocess(
+        "--loader=fakeloader:Loader", f"--conformance-replay-draw={value}"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert (
+        "not a draw this suite recorded" if kind == "not a draw" else "test_y::test_gone"
+    ) in err
+    assert "Traceback" not in err
+
+
+HANGS_AT_ITER = """
+import threading
+import pytest
+from loaderspec.conformance.harness.scenario import kwargs, play
+
+class Loader:
+    def __init__(self, dataset, **kwargs):
+        self.dataset = dataset
+
+    def __iter__(self):
+        threading.Event().wait()  # never returns
+
+@pytest.mark.spec_property("IterationTerminates")
+@pytest.mark.parametrize("k", range(4))
+def test_epoch(loader_cls, k):
+    play(loader_cls, n=2 + k, kwargs=kwargs(0, batch_size=1), deadline_s=4.0)
+"""
+
+
+def test_a_loader_hanging_at_iter_is_graded_in_seconds_after_two_cases_and_named_once(
+    env: pytest.Pytester,
+) -> None:
+    """A loader whose iter() never returns: the first two cases wait out their deadline (4 s),
+    the later ones get the short one and say why; the summary names the cause once."""
+    from loaderspec.conformance.harness import scenario
+
+    env.makepyfile(test_h=HANGS_AT_ITER)
+    rep = env.path / "rep"
+    result = env.runpytest_subprocess("--loader=test_h:Loader", f"--conformance-report={rep}")
+    out = result.stdout.str()
+    cases = sorted(json.loads((rep / "report.json").read_text())["cases"], key=lambda c: c["id"])
+    assert [c["outcome"] for c in cases] == ["FAIL"] * 4, out
+    assert [scenario.HUNG_PATTERN in c["detail"] for c in cases] == [False, False, True, True]
+    assert all(c["duration_s"] < 4.0 for c in cases[2:]), [c["duration_s"] for c in cases]
+    assert "test_h.py::test_epoch[0] and test_h.py::test_epoch[1]" in cases[2]["detail"]
+    cause = (
+        "one cause, 2 more FAILs graded in seconds each: the loader hangs before its first batch"
+    )
+    assert out.count(cause) == 1, out

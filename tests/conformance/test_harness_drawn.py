@@ -143,3 +143,56 @@ def test_the_drawn_fault_schedules_cover_every_fault():
     for s in seen:
         print(s.fault, s.at, s.n, s.workers)
     assert {s.fault for s in seen} == set(schedules.FAULTS)
+
+
+def test_a_known_hang_ends_the_draws_at_once():
+    """A drawn example that failed as the hang pattern (the loader already hung at iter() in
+    earlier cases) is the case's FAIL at once: no more draws, no shrinking, no replays."""
+    from hypothesis import strategies as st
+    from loaderspec.conformance.harness import scenario
+    from loaderspec.conformance.harness.drawn import check_drawn
+    from loaderspec.conformance.harness.grading import Violation, fail
+
+    from loaderspec.vocabulary import PropertyName
+
+    seen: list[int] = []
+
+    def hangs(x: int) -> None:
+        seen.append(x)
+        note = f"killed ({scenario.HUNG_PATTERN} in test_a and test_b: a deadline of 1 s)"
+        fail(PropertyName.ITERATION_TERMINATES, "the scenario to end within 1 s", note)
+
+    with pytest.raises(Violation) as failed:
+        check_drawn(st.integers(0, 9), hangs, examples=10)  # shrinking on
+    assert len(seen) == 1
+    assert f"drawn: {seen[0]}" in str(failed.value.msg)
+
+
+def test_a_recorded_draw_is_played_alone():
+    """`--conformance-replay-draw`'s draw: check_drawn plays that example once and draws none;
+    its failure says so and carries the example; a text that is not a draw is one clear error."""
+    from hypothesis import strategies as st
+    from loaderspec.conformance.harness import draws
+    from loaderspec.conformance.harness.drawn import MSG_REPLAYED, check_drawn
+
+    example = schedules.DrawnFault(fault="hang", at=2)
+    text = draws.encode("test_x.py::test_y", example)
+    assert draws.decode(text) == draws.Draw("test_x.py::test_y", example)
+    seen: list[object] = []
+    draws.replay(draws.decode(text))
+    try:
+        assert check_drawn(st.integers(), seen.append, examples=5) == example
+        assert seen == [example]
+
+        def lost(x: object) -> None:
+            pytest.fail("item 2 never handed out", pytrace=False)
+
+        with pytest.raises(pytest.fail.Exception) as failed:
+            check_drawn(st.integers(), lost, examples=5)
+        assert MSG_REPLAYED in str(failed.value.msg)
+        assert getattr(failed.value, draws.DRAW_ATTR) == example
+    finally:
+        draws.replay(None)
+    for bad in ("not-a-draw", text[:-5], ""):
+        with pytest.raises(ValueError, match="not a draw this suite recorded"):
+            draws.decode(bad)

@@ -121,3 +121,77 @@ def test_processes_left_after_the_loaders_drop_shorten_the_later_drop_waits_too(
     scenario.play(Leaky, Plan())
     scenario.play(Leaky, Plan())
     assert [p.drop_wait_s for p, _ in sandbox] == [MUST_BOUND_S, scenario.LEAK_WAIT_AFTER_LEAK_S]
+
+
+def test_a_short_deadline_that_saw_the_loader_start_is_played_again_in_full(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A loader in the hang pattern that gets past iter() under the short deadline is slow, not
+    hung: the pattern is forgotten and the scenario is played again with its whole deadline, so
+    the short deadline never fails a loader that starts."""
+    from loaderspec.faultinject.events import Batch, Stop
+
+    def starts_late(plan: Plan, deadline_s: float) -> Run:
+        built = Built(None, 0.0, 0.0, ref="x:Hangs")
+        if deadline_s < 20.0:  # the short deadline: it started, but it was not enough
+            batch = Batch(0, 1.0, 1.0, value=[0])
+            return Run(
+                plan, SandboxReport(outcome="deadline", elapsed_s=deadline_s), [built, batch]
+            )
+        events = [built, Batch(0, 1.0, 1.0, value=[0]), Stop(0, 2.0, 0.0)]
+        return Run(plan, SandboxReport(outcome="returned"), events)
+
+    key = scenario.loader_key(Hangs)
+    scenario._HUNG_AT_START[key] = ["test_h.py::test_one", "test_h.py::test_two"]
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, starts_late))
+    r = scenario.play(Hangs, Plan(), deadline_s=20.0)
+    assert r.report is not None
+    assert r.report.outcome == "returned"
+    assert [d for _, d in sandbox] == [scenario.HUNG_DEADLINE_S, 20.0]
+    assert scenario.hung_at_start(Hangs) == []
+
+
+def test_the_resume_cases_and_the_worker_probe_share_the_hang_pattern(
+    sandbox: list[tuple[Plan, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resume scenario with no step at all is a hang at iter(), ended within a plain
+    scenario's deadline (not its own 40 s) and counted with the plain ones; once the pattern
+    holds, resume scenarios and the worker probe get the short deadline too."""
+    from loaderspec.conformance.harness import resume as harness_resume
+    from loaderspec.faultinject import driver
+    from loaderspec.faultinject.plan import Cut, ResumePlan
+
+    calls: list[tuple[float, float | None]] = []
+
+    def hung_resume(loader_cls: type, plan: ResumePlan, **kw: Any) -> Run:
+        calls.append((kw["deadline_s"], kw.get("first_event_s")))
+        report = SandboxReport(outcome="deadline", elapsed_s=kw["first_event_s"])
+        return Run(plan, report, [])
+
+    def hung(plan: Plan, deadline_s: float) -> Run:
+        built = Built(None, 0.0, 0.0, ref="x:Hangs")
+        return Run(plan, SandboxReport(outcome="deadline", elapsed_s=deadline_s), events=[built])
+
+    probes: list[float] = []
+    monkeypatch.setattr(harness_resume.driver, "run", hung_resume)
+    monkeypatch.setattr(harness_resume.loaders, "stateful", lambda cls: True)
+    monkeypatch.setattr(scenario, "run", _runner(sandbox, hung))
+    monkeypatch.setattr(driver, "_PROBED", {})
+    monkeypatch.setattr(driver, "probe_workers", lambda cls, s: probes.append(s) or "processes")
+    plan = ResumePlan(n=4, cuts=(Cut(epoch=0, after=1),))
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_r.py::test_resume (call)")
+    with pytest.raises(Violation) as first:
+        harness_resume.play_resume(Hangs, plan)
+    assert "without a first batch or state" in str(first.value.msg)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_p.py::test_plain (call)")
+    with pytest.raises(Violation):
+        scenario.play(Hangs, Plan(), deadline_s=20.0)
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "test_r.py::test_resume_again (call)")
+    with pytest.raises(Violation) as later:
+        harness_resume.play_resume(Hangs, plan)
+    assert calls[0] == (harness_resume.RESUME_DEADLINE_S, scenario.DEADLINE_S)
+    assert calls[1][0] == scenario.HUNG_DEADLINE_S
+    assert scenario.HUNG_PATTERN in str(later.value.msg)
+    assert "test_r.py::test_resume and test_p.py::test_plain" in str(later.value.msg)
+    assert scenario.workers(Hangs) == "processes"
+    assert probes == [scenario.HUNG_DEADLINE_S]

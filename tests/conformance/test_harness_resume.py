@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from loaderspec.conformance.harness import Grade, Raise, kwargs
-from loaderspec.conformance.harness.resume import Cut, ResumePlan, play_resume, same_stream
-from loaderspec.faultinject.resume_events import NoState
+from loaderspec.conformance.harness.resume import (
+    Cut,
+    ResumePlan,
+    play_resume,
+    resumed,
+    same_stream,
+    uninterrupted,
+)
+from loaderspec.faultinject.events import NoState
 from loaderspec.reference import DataLoader
 
 
@@ -22,8 +29,8 @@ def test_a_fault_raised_before_the_break_is_a_run_with_no_state_not_a_loss() -> 
     )
     r = play_resume(DataLoader, plan, leaks=False)
     error = ["error InjectedError"]
-    assert r.uninterrupted() == {0: [error, [1], [2], [3]]}
-    assert r.resumed() == {0: [error]}
+    assert uninterrupted(r) == {0: [error, [1], [2], [3]]}
+    assert resumed(r) == {0: [error]}
     assert [(e.seg, e.epoch, e.after) for e in r.of(None, NoState)] == [(0, 0, 0)]
     grade = Grade(collect=True)
     same_stream(grade, r)

@@ -255,3 +255,15 @@ def leave_a_thread_for(seconds: float, linger_s: float | None = None) -> None:
     threading.Thread(target=time.sleep, args=(seconds,), name="ends-later").start()
     if linger_s is not None:
         sandbox.set_linger(linger_s)
+
+
+def silent_for(seconds: float) -> None:
+    """Send no note for `seconds`."""
+    threading.Event().wait(seconds)
+
+
+def note_then_wait(seconds: float) -> str:
+    """Note at once, then return after `seconds`."""
+    sandbox.note("started")
+    threading.Event().wait(seconds)
+    return "done"

@@ -169,6 +169,16 @@ def test_a_target_past_its_deadline_is_killed_with_its_session():
     assert gone(report.pid)
 
 
+def test_a_target_without_a_first_note_ends_at_first_note_s():
+    """`first_note_s` bounds the wait for the target's first note, not the run: a silent target
+    ends there as past its deadline; one that noted at once runs on past it."""
+    silent = sandbox.run(T.silent_for, 30.0, deadline_s=30, first_note_s=0.5)
+    assert silent.outcome == "deadline"
+    assert silent.elapsed_s < 5
+    noted = sandbox.run(T.note_then_wait, 1.0, deadline_s=30, first_note_s=0.5)
+    assert (noted.outcome, noted.value, noted.notes) == ("returned", "done", ["started"])
+
+
 def test_kill_self_times_each_orphan_and_reaps_the_survivor():
     report = sandbox.run(T.orphans_then_kill_self, deadline_s=10, orphan_grace_s=0.5)
     assert report.outcome == "killed"

@@ -1,6 +1,7 @@
 """No case, check or bench figure reads an event by a string key: every stream the harness reads
-(a plan's run, a rank group's, a resume scenario's) is frozen typed classes, so a misspelt event
-class is an import error, not an empty list (a vacuous PASS)."""
+(a plan's run, a rank group's, a resume scenario's) is one family of frozen typed classes, one
+class per event name, so a misspelt event class is an import error, not an empty list (a vacuous
+PASS)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ import dataclasses
 import re
 from pathlib import Path
 
-from loaderspec.faultinject import events, rank_events, resume_events
+from loaderspec.faultinject import events
 
 ROOT = Path(__file__).resolve().parents[2]
-STREAMS = (events, rank_events, resume_events)
+STREAMS = (events,)
 # What a module that reads events imports: a stream, the harness side that plays it, or the suite's
 # harness.
-_PLAYERS = re.compile(
-    r"(faultinject\.(events|rank_events|resume_events|driver|ranks|resume)|conformance\.harness)\b"
-)
+_PLAYERS = re.compile(r"(faultinject\.(events|driver|ranks|resume)|conformance\.harness)\b")
 
 # The renderers of the suite's JSON reports: they read a report's dicts, not events.
 _RENDERERS = {"report.py", "matrix.py"}
@@ -83,3 +82,25 @@ def test_every_stream_is_frozen_typed_classes():
             if isinstance(cls, type):
                 assert issubclass(cls, events.Event), name
                 assert cls.__dataclass_params__.frozen, name
+
+
+def test_one_class_per_event_name():
+    classes = [getattr(events, n) for n in events.__all__ if isinstance(getattr(events, n), type)]
+    names = [c.name for c in classes if dataclasses.is_dataclass(c) and c is not events.Event]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
+def test_every_event_class_lives_in_the_one_events_module():
+    """No other module of faultinject defines an event class (a rank's or a segment's event is
+    an `events` class with its `rank` or `seg` set)."""
+    found = []
+    for path in sorted((ROOT / "faultinject").glob("*.py")):
+        if path.name == "events.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                getattr(b, "id", getattr(b, "attr", "")) in {"Event", *events.__all__}
+                for b in node.bases
+            ):
+                found.append(f"{path.name}: {node.name}")
+    assert found == []
