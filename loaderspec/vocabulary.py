@@ -157,6 +157,8 @@ class PropertyName(enum.Enum):
     STOP_ITERATION_AFTER_SHUTDOWN = "StopIterationAfterShutdown"
     NO_TASK_TO_RETIRED_WORKER = "NoTaskToRetiredWorker"
     PREFETCH_WINDOW_FILLS = "PrefetchWindowFills"
+    # the MUST beside FatalErrorShutsDown: what workers left running after a fatal error hold
+    NO_WORKER_OUTLIVES_FAILURE = "NoWorkerOutlivesFailure"
     # spec/DataLoaderCheckpoint.tla (CHECKPOINT_PROPERTIES): checkpoint and resume (issue 19)
     RESUME_EQUIVALENCE = "ResumeEquivalence"
     CHECKPOINT_IS_HANDED_OUT = "CheckpointIsHandedOut"
@@ -372,6 +374,17 @@ PROPERTIES: tuple[Property, ...] = (
         " its bound.",
         spec_only="no conformance case grades it yet (issue 38); TLC checks it on every liveness"
         " model",
+    ),
+    Property(
+        P.NO_WORKER_OUTLIVES_FAILURE,
+        Level.MUST,
+        Check.TEMPORAL,
+        "The workers of an iterator that failed (every later next() raises) are eventually gone,"
+        " though the user keeps the iterator: they do not hold their processes, shared memory"
+        " and fetched batches for nobody until it is dropped.",
+        spec_only="'eventually' has no bound a finite run can grade: the suite grades the"
+        " workers still alive 6 s after the error as FatalErrorShutsDown"
+        " (test_fatal_error_shuts_down.py); TLC checks it on every liveness model",
     ),
 )
 

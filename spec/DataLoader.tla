@@ -55,6 +55,10 @@
 (* or the pin thread, reads).                                              *)
 (* Plus Terminated, the stuttering step of a run that has ended, so that  *)
 (* TLC's deadlock check is exactly NoDeadlock.                             *)
+(* Every action ends with Observe(actor): the observer writes what the    *)
+(* step did into `observed`, which the history properties read ("The      *)
+(* observer" below). A fair action X is XStep /\ Observe(actor), and the  *)
+(* fairness is stated over XStep.                                          *)
 (*                                                                         *)
 (* Broken variants (spec/MCBroken.tla, tables of spec/models.toml) replace *)
 (* the "hook" definitions marked HOOK below (`substitute.Hook = "Broken"`, *)
@@ -97,11 +101,6 @@ MaxTasks == PrefetchFactor * NumWorkers   \* torch: max_tasks in _try_put_index
 NoIdx == -1
 Epochs == 0 .. NumEpochs - 1
 Failures == {"none", "death", "timeout", "recv", "pin"}
-\* The steps of the NOTE's shutdown whose order shutdown_log records: (b) the pin thread gone (it
-\* exited, or died), joined; (c) the workers told (workers_done_event), a sentinel put, every
-\* worker's sentinel put (at shutdown, or earlier on its shard's end), a worker's join returned.
-ShutdownSteps == {"pin exited", "pin joined", "workers told", "sentinel", "sentinels put",
-                  "worker joined"}
 
 (* Messages. Every message carries the epoch it was sent in: a ghost tag  *)
 (* for NoStaleEpochDelivery (torch's messages do not carry it).            *)
@@ -141,20 +140,18 @@ VARIABLES
     pin_state,         \* "none" | "running" | "holding" | "exited" | "dead" | "joined"
     pin_msg,           \* the result the pin thread holds
     \* --- history, for the properties only (no guard reads it) ---
-    delivered,         \* this epoch's hand-outs: [idx, epoch, worker, after_end, after_failure]
+    delivered,         \* this epoch's hand-outs: [idx, epoch, worker]
     assigned,          \* this epoch: task idx -> the worker it was sent to
     exhausted_at,      \* this epoch: worker -> idx of its exhausted fetch, or NoIdx
     epoch_over,        \* this epoch raised StopIteration or was broken off
     failure,           \* the fatal error this iterator raised: "none" | "death" | ...
-    pin_after_done,    \* the pin thread read a worker's channel after workers_done_event
-    fetch_after_done,  \* a worker took a new index to fetch after workers_done_event was set
-    sent_after_end,    \* a task was sent after its epoch had ended (StopIteration or a break)
-    shutdown_log,      \* the NOTE's shutdown steps, each where it first happened
     retired,           \* this epoch: worker -> its shard's end retired it (the main process acted
                        \* on its end-of-shard message)
     sent_to_retired,   \* a task was sent to a worker after the epoch had retired it
-    acted_on_live_stop \* the user acted after a non-persistent StopIteration with a worker or
+    acted_on_live_stop, \* the user acted after a non-persistent StopIteration with a worker or
                        \* the pin thread still there (StopIteration reached the user too soon)
+    \* --- what the observer saw (Observe: every step, whichever action took it) ---
+    observed           \* the record ObservedRec: what happened, and when, read off each step
 
 main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
@@ -162,14 +159,29 @@ main_vars == <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
 queue_vars == <<index_queues, worker_result_queue, data_queue, workers_done_event,
                 pin_memory_thread_done_event>>
 actor_vars == <<worker_state, worker_msg, iteration_end, pin_state, pin_msg>>
-past_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, pin_after_done,
-               retired, sent_to_retired, acted_on_live_stop>>
-note_vars == <<fetch_after_done, sent_after_end, shutdown_log>>
-history_vars == <<past_vars, note_vars>>
-vars == <<main_vars, queue_vars, actor_vars, history_vars>>
+past_vars == <<delivered, assigned, exhausted_at, epoch_over, failure, retired, sent_to_retired,
+               acted_on_live_stop>>
+history_vars == past_vars
+\* `observed` is written by Observe only, at every step (see "The observer" below).
+vars == <<main_vars, queue_vars, actor_vars, history_vars, observed>>
 
-DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, worker : Workers, after_end : BOOLEAN,
-                after_failure : BOOLEAN]
+DeliveryRec == [idx : 0 .. NumTasks - 1, epoch : Epochs, worker : Workers]
+\* What the observer records, each field FALSE until the step that makes it TRUE (so that a
+\* correct model's state count is the same with it or without it), except sentinel_seen.
+ObservedRec == [fetch_after_done : BOOLEAN, sent_after_end : BOOLEAN,
+                handed_after_end : BOOLEAN, handed_after_failure : BOOLEAN,
+                stopped_after_failure : BOOLEAN,
+                pin_read_after_done : BOOLEAN, pin_joined_running : BOOLEAN,
+                told_before_pin_joined : BOOLEAN, sentinel_before_told : BOOLEAN,
+                joined_before_sentinels : BOOLEAN, sentinel_seen : [Workers -> BOOLEAN],
+                loader_killed : [Workers -> BOOLEAN]]
+NothingObserved ==
+    [fetch_after_done |-> FALSE, sent_after_end |-> FALSE, handed_after_end |-> FALSE,
+     handed_after_failure |-> FALSE, stopped_after_failure |-> FALSE,
+     pin_read_after_done |-> FALSE, pin_joined_running |-> FALSE,
+     told_before_pin_joined |-> FALSE, sentinel_before_told |-> FALSE,
+     joined_before_sentinels |-> FALSE, sentinel_seen |-> [w \in Workers |-> FALSE],
+     loader_killed |-> [w \in Workers |-> FALSE]]
 TaskRec == [worker : Workers, data : ResultMsg \cup {NoMsg}]
 
 TypeOK ==
@@ -204,13 +216,10 @@ TypeOK ==
     /\ exhausted_at \in [Workers -> {NoIdx} \cup (0 .. NumTasks - 1)]
     /\ epoch_over \in BOOLEAN
     /\ failure \in Failures
-    /\ pin_after_done \in BOOLEAN
-    /\ fetch_after_done \in BOOLEAN
-    /\ sent_after_end \in BOOLEAN
-    /\ shutdown_log \in Seq(ShutdownSteps)
     /\ retired \in [Workers -> BOOLEAN]
     /\ sent_to_retired \in BOOLEAN
     /\ acted_on_live_stop \in BOOLEAN
+    /\ observed \in ObservedRec
 
 Init ==
     /\ send_idx = 0
@@ -242,13 +251,10 @@ Init ==
     /\ exhausted_at = [w \in Workers |-> NoIdx]
     /\ epoch_over = FALSE
     /\ failure = "none"
-    /\ pin_after_done = FALSE
-    /\ fetch_after_done = FALSE
-    /\ sent_after_end = FALSE
-    /\ shutdown_log = << >>
     /\ retired = [w \in Workers |-> FALSE]
     /\ sent_to_retired = FALSE
     /\ acted_on_live_stop = FALSE
+    /\ observed = NothingObserved
 
 -----------------------------------------------------------------------------
 (* Helpers *)
@@ -265,6 +271,8 @@ Iterating == parent_alive /\ iter_state = "running" /\ ~shutdown
 Serving == in_call /\ Iterating
 \* A worker's result channel has room for one more message (a pipe's buffer).
 HasRoom(w) == ResultCapacity = 0 \/ Len(worker_result_queue[w]) < ResultCapacity
+
+HeadIs(w, kind) == index_queues[w] # << >> /\ Head(index_queues[w]).kind = kind
 
 AllWorkersGone == \A w \in Workers : Gone(worker_state[w])
 PinGone == pin_state \in {"none", "joined"}
@@ -286,12 +294,6 @@ Msgs(q) == {q[k] : k \in DOMAIN q}
 InFlight == UNION {Msgs(worker_result_queue[w]) : w \in Workers} \cup Msgs(data_queue)
             \cup {pin_msg}
 
-\* History: the shutdown step `step` happened (only its first occurrence is kept).
-WithStep(log, step) == IF \E k \in DOMAIN log : log[k] = step THEN log ELSE Append(log, step)
-NoteShutdownStep(step) == shutdown_log' = WithStep(shutdown_log, step)
-\* A sentinel was put (`sent`: sentinel_sent after the step); with it every worker has its None.
-WithAllSentinels(log, sent) ==
-    IF \A v \in Workers : sent[v] THEN WithStep(log, "sentinels put") ELSE log
 \* History: a step of the user's (a next() call, a break) after a non-persistent iterator raised
 \* StopIteration, with a worker not yet joined or the pin thread not yet joined: torch raises
 \* StopIteration only once _shutdown_workers has returned.
@@ -345,6 +347,12 @@ StopShutsDown == ~Persistent
 \* Retiring an exhausted worker tells it to exit (None) only without persistent workers: a
 \* persistent worker serves the next epoch.
 RetireSendsSentinel == ~Persistent
+\* Retiring an exhausted worker never kills it (the loader's own kill is not a fault's death).
+RetireKills == FALSE
+\* A user's break leaves the window as it is: nothing is sent on the way out.
+DropRefills == FALSE
+\* A user's drop starts the shutdown and puts no sentinel itself (_shutdown_workers does, c.ii).
+DropSendsNone == FALSE
 \* A next() after StopIteration raises StopIteration again; a broken loader starts over.
 RestartsAfterEnd == FALSE
 \* Acks _reset waits for before the new epoch starts (one per worker).
@@ -373,9 +381,11 @@ OnRecvError ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
 \* What the main process does when `timeout` expires: raise, then fail-stop (torch resumes).
+\* (Sets iter_state, shutdown, workers_done_event: the workers are told by _shutdown_workers.)
 OnTimeout ==
     /\ iter_state' = "failed"
     /\ shutdown' = TRUE
+    /\ UNCHANGED workers_done_event
 \* What a worker does when its result cannot be sent: send the error in its place.
 OnPutError(w) ==
     /\ worker_msg' = [worker_msg EXCEPT ![w].kind = "error"]
@@ -391,6 +401,9 @@ AllSentinelsSent == \A v \in Workers : sentinel_sent[v]
 JoinMayStart == AllSentinelsSent
 \* The sentinel is put into the worker's index queue (so it can exit on its own).
 SendsSentinel == TRUE
+\* A worker that has put its result goes back to the top of its loop (where it checks the done
+\* event) before it takes its next index.
+PutTakesNext == FALSE
 \* pin_memory_thread.join() returns once the thread has ended (told to, or dead).
 PinJoinReturns == pin_state \in {"exited", "dead"}
 \* A worker drops the index it got instead of fetching it: the done event is set ("If set,
@@ -405,6 +418,87 @@ PinOutput == Append(data_queue, pin_msg)
 \* _ResumeIteration: the worker acknowledges it, and starts its shard over (iteration_end).
 SendsResumeAck == TRUE
 ResumeRestartsShard == TRUE
+
+-----------------------------------------------------------------------------
+(* The observer. Observe(actor) is the last conjunct of every action (actor: "main",        *)
+(* "worker", "pin" or "fault", who takes the step): it writes `observed` from what the step   *)
+(* changed, not from what the action meant to do. No action reads `observed` and no hook      *)
+(* writes it, so a property over it is broken by a loader bug whatever path the bug takes: a  *)
+(* task that appears in an index queue is a send, whether MainTryPutIndex, a restart or a     *)
+(* break put it there; a worker that takes a task off its queue and holds it has begun a      *)
+(* fetch, whatever loop it runs. Each field is FALSE until the step that breaks its property  *)
+(* (sentinel_seen apart: it is sentinel_sent, seen in the queues), so a correct model has the *)
+(* state count it has without the observer.                                                   *)
+
+\* A fetch began: w took a task off its index queue and holds it (or hangs in it).
+FetchBegan(w) ==
+    /\ HeadIs(w, "task")
+    /\ Len(index_queues'[w]) < Len(index_queues[w])
+    /\ worker_state'[w] \in {"busy", "hung"}
+\* A task of epoch e was sent to some worker, by whatever action: it appears at the end of the
+\* worker's index queue (a FIFO: every put appends, several at once for a re-send).
+TaskSent(e) ==
+    \E w \in Workers :
+        /\ Len(index_queues'[w]) > Len(index_queues[w])
+        /\ \E k \in Len(index_queues[w]) + 1 .. Len(index_queues'[w]) :
+              index_queues'[w][k].kind = "task" /\ index_queues'[w][k].epoch = e
+\* A None was put into w's queue (nothing is put behind a None: it is the last message).
+SentinelPut(w) ==
+    /\ Len(index_queues'[w]) > Len(index_queues[w])
+    /\ index_queues'[w][Len(index_queues'[w])].kind = "sentinel"
+\* The user got a batch (or its error); the user got StopIteration (a call ended, stopped).
+HandedOut == Len(delivered') > Len(delivered)
+StopRaised == in_call /\ ~in_call' /\ iter_state' = "stopped"
+\* The pin thread took a message off a worker's channel.
+PinRead(actor) ==
+    actor = "pin" /\ \E w \in Workers : Len(worker_result_queue'[w]) < Len(worker_result_queue[w])
+\* The pin thread's join returned (it is "joined") while the thread had not ended.
+PinJoinedRunning == pin_state' = "joined" /\ pin_state \notin {"exited", "dead", "joined"}
+\* The workers were told (workers_done_event set) while the pin thread was not yet joined.
+ToldBeforePinJoined ==
+    PinMemory /\ ~workers_done_event /\ workers_done_event' /\ pin_state # "joined"
+\* A None was put at shutdown while the workers had not been told.
+SentinelBeforeTold == shutdown' /\ ~workers_done_event' /\ \E w \in Workers : SentinelPut(w)
+\* w's join returned (w is "joined"); w was killed (SIGKILL or terminate()).
+Joined(w) == worker_state[w] # "joined" /\ worker_state'[w] = "joined"
+Killed(w) == worker_state[w] # "killed" /\ worker_state'[w] = "killed"
+
+Observe(actor) ==
+    LET o == observed
+        queued == index_queues' # index_queues
+        fetch == workers_done_event /\ \E w \in Workers : FetchBegan(w)
+        sent == (epoch_over \/ epoch_over') /\ queued /\ epoch' = epoch /\ TaskSent(epoch)
+        handed_end == epoch_over /\ HandedOut
+        handed_failure == failure # "none" /\ HandedOut
+        stopped_failure == failure # "none" /\ StopRaised
+        pin_read == workers_done_event /\ PinRead(actor)
+        sentinel_told == queued /\ SentinelBeforeTold
+        new_sentinel == queued /\ \E w \in Workers : ~o.sentinel_seen[w] /\ SentinelPut(w)
+        seen == [w \in Workers |-> o.sentinel_seen[w] \/ (queued /\ SentinelPut(w))]
+        lives == worker_state' # worker_state
+        joined_early ==
+            lives /\ (\E w \in Workers : Joined(w)) /\ (\E v \in Workers : ~seen[v])
+        kill == actor = "main" /\ ~shutdown /\ lives /\ \E w \in Workers : Killed(w)
+    IN observed' =
+        \* (The record is rebuilt only at a step that changes it: TLC evaluates every action's
+        \* Observe for ENABLED too, so the common case must be cheap.)
+        IF \/ fetch \/ sent \/ handed_end \/ handed_failure \/ stopped_failure \/ pin_read
+           \/ PinJoinedRunning \/ ToldBeforePinJoined \/ sentinel_told \/ new_sentinel
+           \/ joined_early \/ kill
+        THEN [fetch_after_done |-> o.fetch_after_done \/ fetch,
+              sent_after_end |-> o.sent_after_end \/ sent,
+              handed_after_end |-> o.handed_after_end \/ handed_end,
+              handed_after_failure |-> o.handed_after_failure \/ handed_failure,
+              stopped_after_failure |-> o.stopped_after_failure \/ stopped_failure,
+              pin_read_after_done |-> o.pin_read_after_done \/ pin_read,
+              pin_joined_running |-> o.pin_joined_running \/ PinJoinedRunning,
+              told_before_pin_joined |-> o.told_before_pin_joined \/ ToldBeforePinJoined,
+              sentinel_before_told |-> o.sentinel_before_told \/ sentinel_told,
+              joined_before_sentinels |-> o.joined_before_sentinels \/ joined_early,
+              sentinel_seen |-> seen,
+              loader_killed |->
+                 [w \in Workers |-> o.loader_killed[w] \/ (kill /\ Killed(w))]]
+        ELSE o
 
 -----------------------------------------------------------------------------
 (* The user's calls *)
@@ -422,14 +516,15 @@ MainCallNext ==
        THEN /\ ResetEpoch  \* a new epoch nobody asked for: no iter(), no resume
             /\ iter_state' = "running"
             /\ UNCHANGED <<epoch, shutdown, resume_iteration_cnt, sentinel_sent, parent_alive>>
-            /\ UNCHANGED <<epoch_over, failure, pin_after_done, sent_to_retired, note_vars>>
+            /\ UNCHANGED <<epoch_over, failure, sent_to_retired>>
        ELSE UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                         workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state,
                         resume_iteration_cnt, sentinel_sent, parent_alive, delivered,
-                        assigned, exhausted_at, epoch_over, failure, pin_after_done,
-                        retired, sent_to_retired, note_vars>>
+                        assigned, exhausted_at, epoch_over, failure,
+                        retired, sent_to_retired>>
     /\ NoteUserAct
     /\ UNCHANGED <<queue_vars, actor_vars>>
+    /\ Observe("main")
 
 -----------------------------------------------------------------------------
 (* The main process: prefetch and reorder (torch: _try_put_index, _next_data) *)
@@ -444,11 +539,9 @@ NextWorker == (worker_queue_idx + CHOOSE k \in Candidates : \A j \in Candidates 
 
 \* torch calls _try_put_index in _reset's priming loop, after each hand-out and after an
 \* exhaustion; here it may happen whenever the window has room (in or between calls).
-MainTryPutIndex ==
-    /\ MayDispatch
-    /\ SamplerHasNext
-    /\ PrefetchRoom
-    /\ Candidates # {}
+\* Send task send_idx to the next eligible worker (the variables it sets: SendVars).
+MaySend == SamplerHasNext /\ PrefetchRoom /\ Candidates # {}
+SendTask ==
     /\ LET w == NextWorker IN
         /\ index_queues' = [index_queues EXCEPT ![w] =
                               Append(@, [kind |-> "task", idx |-> send_idx, epoch |-> epoch])]
@@ -459,18 +552,25 @@ MainTryPutIndex ==
         /\ sent_to_retired' = (sent_to_retired \/ retired[w])
     /\ tasks_outstanding' = tasks_outstanding + 1
     /\ send_idx' = send_idx + 1
+SendVars == <<index_queues, task_info, workers_num_tasks, worker_queue_idx, assigned,
+              sent_to_retired, tasks_outstanding, send_idx>>
+
+MainTryPutIndexStep ==
+    /\ MayDispatch
+    /\ MaySend
+    /\ SendTask
     /\ UNCHANGED <<rcvd_idx, workers_status, epoch, shutdown, iter_state, in_call,
                    resume_iteration_cnt, sentinel_sent, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
-    /\ sent_after_end' = (sent_after_end \/ epoch_over)
-    /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure, pin_after_done,
-                   retired, acted_on_live_stop, fetch_after_done, shutdown_log>>
+    /\ UNCHANGED <<actor_vars, delivered, exhausted_at, epoch_over, failure,
+                   retired, acted_on_live_stop>>
+MainTryPutIndex == MainTryPutIndexStep /\ Observe("main")
 
 \* Receive one message: store it in its task's slot (handed out by MainProcessData, or retired
 \* by MainMarkWorkerUnavailable). A message matching no outstanding task (a resume ack, or a
 \* result of an earlier epoch in a broken loader) is dropped.
-MainGetData ==
+MainGetDataStep ==
     /\ Serving
     /\ \E s \in Sources :
         /\ SourceReady(s)
@@ -485,30 +585,30 @@ MainGetData ==
                    parent_alive>>
     /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
+MainGetData == MainGetDataStep /\ Observe("main")
 
 \* Hand out task i (its data, or reraise its error): in order, or any with in_order=False.
 \* The call returns.
-MainProcessData(i) ==
+MainProcessDataStep(i) ==
     /\ in_call /\ HandOutGuard
     /\ Buffered(i)
     /\ task_info[i].data.kind \in {"data", "error"}
     /\ MayHandOut(i)
     /\ LET m == task_info[i].data IN
-        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, worker |-> m.worker,
-                                           after_end |-> epoch_over,
-                                           after_failure |-> failure # "none"])
+        /\ delivered' = Append(delivered, [idx |-> i, epoch |-> m.epoch, worker |-> m.worker])
         /\ workers_num_tasks' = [workers_num_tasks EXCEPT ![task_info[i].worker] = @ - 1]
     /\ task_info' = AfterHandOut(i)
     /\ rcvd_idx' = IF i = rcvd_idx THEN rcvd_idx + 1 ELSE rcvd_idx
     /\ in_call' = FALSE
     /\ UNCHANGED <<send_idx, tasks_outstanding, workers_status, worker_queue_idx, epoch,
                    shutdown, iter_state, resume_iteration_cnt, sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at, epoch_over, failure,
-                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
+    /\ UNCHANGED <<queue_vars, actor_vars, assigned, exhausted_at, epoch_over, failure, retired,
+                   sent_to_retired, acted_on_live_stop>>
+MainProcessData(i) == MainProcessDataStep(i) /\ Observe("main")
 
 \* Step rcvd_idx over a slot with nothing to hand out: handed out already (in_order=False) or
 \* owned by a retired (exhausted) worker that will send nothing for it.
-MainSkipExhausted ==
+MainSkipExhaustedStep ==
     /\ Serving
     /\ rcvd_idx < send_idx
     /\ Skippable(rcvd_idx)
@@ -521,10 +621,11 @@ MainSkipExhausted ==
                    shutdown, iter_state, in_call, resume_iteration_cnt, sentinel_sent,
                    parent_alive>>
     /\ UNCHANGED <<queue_vars, actor_vars, history_vars>>
+MainSkipExhausted == MainSkipExhaustedStep /\ Observe("main")
 
 \* An _IterableDatasetStopIteration from w arrived: send w no more tasks this epoch; without
 \* persistent workers also tell it to exit (torch: _mark_worker_as_unavailable puts None).
-MainMarkWorkerUnavailable(w) ==
+MainMarkWorkerUnavailableStep(w) ==
     /\ Serving
     /\ \E i \in DOMAIN task_info :
         /\ Buffered(i)
@@ -538,19 +639,22 @@ MainMarkWorkerUnavailable(w) ==
                                   Append(@, [kind |-> "sentinel", idx |-> NoIdx,
                                              epoch |-> epoch])]
             /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
-    /\ shutdown_log' = WithAllSentinels(shutdown_log, sentinel_sent')
     /\ retired' = [retired EXCEPT ![w] = TRUE]
+    /\ IF RetireKills /\ Alive(w)
+       THEN /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
+            /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+       ELSE UNCHANGED <<worker_state, worker_msg>>
     /\ UNCHANGED <<send_idx, rcvd_idx, tasks_outstanding, workers_num_tasks, worker_queue_idx,
                    epoch, shutdown, iter_state, in_call, resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, failure,
-                   pin_after_done, sent_to_retired, acted_on_live_stop, fetch_after_done,
-                   sent_after_end>>
+    /\ UNCHANGED <<iteration_end, pin_state, pin_msg, delivered, assigned, exhausted_at,
+                   epoch_over, failure, sent_to_retired, acted_on_live_stop>>
+MainMarkWorkerUnavailable(w) == MainMarkWorkerUnavailableStep(w) /\ Observe("main")
 
 \* Nothing left to hand out: raise StopIteration; without persistent workers, shut down. A next()
 \* after the end raises StopIteration again.
-MainStopIteration ==
+MainStopIterationStep ==
     /\ in_call /\ parent_alive
     /\ \/ Iterating /\ NothingLeft
        \/ iter_state = "stopped"
@@ -561,8 +665,9 @@ MainStopIteration ==
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
-                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure, retired,
+                   sent_to_retired, acted_on_live_stop>>
+MainStopIteration == MainStopIterationStep /\ Observe("main")
 
 \* The iterator depends on worker w and w died (not by our own terminate at shutdown).
 DependsOnDead(w) ==
@@ -574,7 +679,7 @@ DependsOnDead(w) ==
 
 \* SIGCHLD / the liveness poll, seen inside a call: raise RuntimeError naming w ("exited
 \* unexpectedly").
-MainDetectWorkerFailure(w) ==
+MainDetectWorkerFailureStep(w) ==
     /\ DetectsWorkerDeath
     /\ in_call
     /\ DependsOnDead(w)
@@ -583,12 +688,13 @@ MainDetectWorkerFailure(w) ==
     /\ UNCHANGED <<send_idx, rcvd_idx, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<data_queue, workers_done_event, pin_memory_thread_done_event>>
-    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done,
-                   retired, sent_to_retired, acted_on_live_stop, note_vars>>
+    /\ UNCHANGED <<actor_vars, delivered, assigned, exhausted_at, epoch_over,
+                   retired, sent_to_retired, acted_on_live_stop>>
+MainDetectWorkerFailure(w) == MainDetectWorkerFailureStep(w) /\ Observe("main")
 
 \* Waiting on the pin thread's queue, the main process finds the thread dead (torch: "Pin memory
 \* thread exited unexpectedly"): raise, fail-stop.
-MainDetectPinFailure ==
+MainDetectPinFailureStep ==
     /\ DetectsPinDeath
     /\ in_call /\ parent_alive /\ ~shutdown
     /\ iter_state \in {"running", "resuming"}
@@ -601,8 +707,9 @@ MainDetectPinFailure ==
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
+    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over, retired,
+                   sent_to_retired, acted_on_live_stop>>
+MainDetectPinFailure == MainDetectPinFailureStep /\ Observe("main")
 
 \* next() waits in _get_data: in order, for rcvd_idx's result (its slot outstanding at an active
 \* worker, whatever later results are buffered); with in_order=False, for any result while none
@@ -619,7 +726,7 @@ WaitsForData ==
 
 \* `timeout` seconds with nothing received while waiting: raise RuntimeError, fail-stop. torch
 \* checks for dead workers before it reports a timeout: a death it can see wins.
-MainTimeout ==
+MainTimeoutStep ==
     /\ WithTimeout
     /\ in_call /\ parent_alive /\ ~shutdown
     /\ WaitsForData
@@ -631,8 +738,10 @@ MainTimeout ==
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, epoch_over,
-                   pin_after_done, retired, sent_to_retired, acted_on_live_stop, note_vars>>
+    /\ UNCHANGED <<index_queues, worker_result_queue, data_queue, pin_memory_thread_done_event,
+                   actor_vars, delivered, assigned, exhausted_at, epoch_over, retired,
+                   sent_to_retired, acted_on_live_stop>>
+MainTimeout == MainTimeoutStep /\ Observe("main")
 
 \* Persistent workers, a new iter(loader) after StopIteration or a break: _reset sends
 \* _ResumeIteration to every worker and waits, inside iter(), for as many acks.
@@ -650,15 +759,16 @@ MainResumeIteration ==
     /\ iter_state' = IF ResumeAcksAwaited = 0 THEN "running" ELSE "resuming"
     /\ in_call' = (ResumeAcksAwaited > 0)
     /\ epoch_over' = FALSE
-    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure, pin_after_done,
-                   sent_to_retired, acted_on_live_stop, note_vars>>
+    /\ UNCHANGED <<shutdown, sentinel_sent, parent_alive, failure,
+                   sent_to_retired, acted_on_live_stop>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event>>
     /\ UNCHANGED actor_vars
+    /\ Observe("main")
 
 \* _reset's loop: read one message; a resume ack counts, anything else (a result of the epoch
 \* that was broken off) is dropped. The last ack starts the epoch and iter() returns.
-MainDrainResume ==
+MainDrainResumeStep ==
     /\ in_call /\ parent_alive /\ ~shutdown
     /\ iter_state = "resuming"
     /\ \E s \in Sources :
@@ -674,6 +784,7 @@ MainDrainResume ==
                    parent_alive>>
     /\ UNCHANGED <<index_queues, workers_done_event, pin_memory_thread_done_event>>
     /\ UNCHANGED <<actor_vars, history_vars>>
+MainDrainResume == MainDrainResumeStep /\ Observe("main")
 
 \* The user breaks off between calls (break, del it, an exception in the loop body) or drops
 \* the loader. Persistent workers survive a break mid-epoch; everything else starts the shutdown
@@ -683,48 +794,59 @@ MainDropIterator ==
     /\ iter_state \in {"running", "stopped", "dropped", "failed"}
     /\ IF Persistent /\ iter_state = "running"
        THEN /\ iter_state' = "dropped"
-            /\ UNCHANGED shutdown
+            /\ UNCHANGED <<shutdown, sentinel_sent>>
+            /\ IF DropRefills /\ MaySend THEN SendTask ELSE UNCHANGED SendVars
        ELSE /\ shutdown' = TRUE
             /\ iter_state' = IF iter_state = "running" THEN "dropped" ELSE iter_state
+            /\ IF DropSendsNone
+               THEN /\ index_queues' =
+                          [w \in Workers |->
+                             IF sentinel_sent[w] THEN index_queues[w]
+                             ELSE Append(index_queues[w], [kind |-> "sentinel", idx |-> NoIdx,
+                                                           epoch |-> epoch])]
+                    /\ sentinel_sent' = [w \in Workers |-> TRUE]
+               ELSE UNCHANGED <<index_queues, sentinel_sent>>
+            /\ UNCHANGED <<task_info, workers_num_tasks, worker_queue_idx, assigned,
+                           sent_to_retired, tasks_outstanding, send_idx>>
     /\ epoch_over' = TRUE
     /\ NoteUserAct
-    /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
-                   workers_num_tasks, worker_queue_idx, epoch, in_call, resume_iteration_cnt,
-                   sentinel_sent, parent_alive>>
-    /\ UNCHANGED <<queue_vars, actor_vars, delivered, assigned, exhausted_at, failure,
-                   pin_after_done, retired, sent_to_retired, note_vars>>
+    /\ UNCHANGED <<rcvd_idx, workers_status, epoch, in_call, resume_iteration_cnt, parent_alive>>
+    /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
+                   pin_memory_thread_done_event, actor_vars, delivered, exhausted_at, failure,
+                   retired>>
+    /\ Observe("main")
 
 -----------------------------------------------------------------------------
 (* The main process: shutdown, in the NOTE's order (torch: _shutdown_workers) *)
 
-MainSetPinDone ==
+MainSetPinDoneStep ==
     /\ parent_alive /\ shutdown /\ PinMemory
     /\ ~pin_memory_thread_done_event
     /\ PinShutdownMayStart
     /\ pin_memory_thread_done_event' = TRUE
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
                    workers_done_event, actor_vars, history_vars>>
+MainSetPinDone == MainSetPinDoneStep /\ Observe("main")
 
 \* The pin thread has ended (told to, or dead): join returns.
-MainJoinPinThread ==
+MainJoinPinThreadStep ==
     /\ parent_alive /\ pin_memory_thread_done_event
     /\ PinJoinReturns
     /\ pin_state' = "joined"
-    /\ NoteShutdownStep("pin joined")
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end, pin_msg,
-                   past_vars, fetch_after_done, sent_after_end>>
+                   past_vars>>
+MainJoinPinThread == MainJoinPinThreadStep /\ Observe("main")
 
-MainSetWorkersDone ==
+MainSetWorkersDoneStep ==
     /\ parent_alive /\ shutdown
     /\ ~workers_done_event
     /\ WorkersShutdownMayStart
     /\ workers_done_event' = TRUE
-    /\ NoteShutdownStep("workers told")
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, data_queue,
-                   pin_memory_thread_done_event, actor_vars, past_vars, fetch_after_done,
-                   sent_after_end>>
+                   pin_memory_thread_done_event, actor_vars, past_vars>>
+MainSetWorkersDone == MainSetWorkersDoneStep /\ Observe("main")
 
-MainPutSentinel(w) ==
+MainPutSentinelStep(w) ==
     /\ parent_alive /\ SentinelMayGo
     /\ ~sentinel_sent[w]
     /\ index_queues' = [index_queues EXCEPT ![w] =
@@ -732,46 +854,43 @@ MainPutSentinel(w) ==
                           THEN Append(@, [kind |-> "sentinel", idx |-> NoIdx, epoch |-> epoch])
                           ELSE @]
     /\ sentinel_sent' = [sentinel_sent EXCEPT ![w] = TRUE]
-    /\ shutdown_log' = WithAllSentinels(WithStep(shutdown_log, "sentinel"), sentinel_sent')
     /\ UNCHANGED <<send_idx, rcvd_idx, task_info, tasks_outstanding, workers_status,
                    workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
                    resume_iteration_cnt, parent_alive>>
     /\ UNCHANGED <<worker_result_queue, data_queue, workers_done_event,
-                   pin_memory_thread_done_event, actor_vars, past_vars, fetch_after_done,
-                   sent_after_end>>
+                   pin_memory_thread_done_event, actor_vars, past_vars>>
+MainPutSentinel(w) == MainPutSentinelStep(w) /\ Observe("main")
 
-MainJoinWorker(w) ==
+MainJoinWorkerStep(w) ==
     /\ parent_alive /\ workers_done_event /\ JoinMayStart
     /\ worker_state[w] \in {"exited", "killed"}
     /\ worker_state' = [worker_state EXCEPT ![w] = "joined"]
-    /\ NoteShutdownStep("worker joined")
     /\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,
-                   past_vars, fetch_after_done, sent_after_end>>
+                   past_vars>>
+MainJoinWorker(w) == MainJoinWorkerStep(w) /\ Observe("main")
 
 \* w.join(timeout) returned with w alive (slow, stuck, hung, or blocked on a full channel that
 \* nobody reads any more): w.terminate().
-MainTerminateWorker(w) ==
+MainTerminateWorkerStep(w) ==
     /\ TerminatesStragglers
     /\ parent_alive /\ workers_done_event /\ JoinMayStart
     /\ Alive(w)
     /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
     /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+MainTerminateWorker(w) == MainTerminateWorkerStep(w) /\ Observe("main")
 
 -----------------------------------------------------------------------------
 (* Workers (torch: _worker_loop) *)
 
-HeadIs(w, kind) == index_queues[w] # << >> /\ Head(index_queues[w]).kind = kind
 PopIndex(w) == index_queues' = [index_queues EXCEPT ![w] = Tail(@)]
 Fetchable(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "task")
     /\ ~SkipsTask(w)
-\* History: a worker took a new index to fetch although workers_done_event was set.
-NoteFetch(w) == fetch_after_done' = (fetch_after_done \/ workers_done_event)
 
 \* Run the fetcher on the next task: data, or (IterableDataset) the end of w's shard.
-WorkerFetch(w) ==
+WorkerFetchStep(w) ==
     /\ Fetchable(w)
     /\ PopIndex(w)
     /\ LET t == Head(index_queues[w]) IN
@@ -787,22 +906,30 @@ WorkerFetch(w) ==
     /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, pin_state, pin_msg, delivered, assigned,
-                   epoch_over, failure, pin_after_done, retired, sent_to_retired,
-                   acted_on_live_stop, sent_after_end, shutdown_log>>
-    /\ NoteFetch(w)
+                   epoch_over, failure, retired, sent_to_retired,
+                   acted_on_live_stop>>
+WorkerFetch(w) == WorkerFetchStep(w) /\ Observe("worker")
 
 \* Put the result on w's channel; with the channel full, w waits (blocked in the pipe write).
-WorkerPut(w) ==
+WorkerPutStep(w) ==
     /\ worker_state[w] = "busy"
     /\ HasRoom(w)
     /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Append(@, worker_msg[w])]
-    /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
-    /\ worker_state' = [worker_state EXCEPT ![w] = "idle"]
-    /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
+    /\ IF PutTakesNext /\ HeadIs(w, "task")
+       THEN /\ PopIndex(w)
+            /\ worker_msg' = [worker_msg EXCEPT ![w] =
+                                [kind |-> "data", idx |-> Head(index_queues[w]).idx,
+                                 worker |-> w, epoch |-> Head(index_queues[w]).epoch]]
+            /\ UNCHANGED worker_state
+       ELSE /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
+            /\ worker_state' = [worker_state EXCEPT ![w] = "idle"]
+            /\ UNCHANGED index_queues
+    /\ UNCHANGED <<main_vars, data_queue, workers_done_event,
                    pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
                    history_vars>>
+WorkerPut(w) == WorkerPutStep(w) /\ Observe("worker")
 
-WorkerAckResume(w) ==
+WorkerAckResumeStep(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "resume")
     /\ HasRoom(w)
@@ -815,16 +942,18 @@ WorkerAckResume(w) ==
     /\ iteration_end' = [iteration_end EXCEPT ![w] = IF ResumeRestartsShard THEN FALSE ELSE @]
     /\ UNCHANGED <<main_vars, data_queue, workers_done_event, pin_memory_thread_done_event,
                    worker_state, worker_msg, pin_state, pin_msg, history_vars>>
+WorkerAckResume(w) == WorkerAckResumeStep(w) /\ Observe("worker")
 
-WorkerSkipIndex(w) ==
+WorkerSkipIndexStep(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "task")
     /\ SkipsTask(w)
     /\ PopIndex(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, actor_vars, history_vars>>
+WorkerSkipIndex(w) == WorkerSkipIndexStep(w) /\ Observe("worker")
 
-WorkerExit(w) ==
+WorkerExitStep(w) ==
     /\ worker_state[w] = "idle"
     /\ HeadIs(w, "sentinel")
     /\ PopIndex(w)
@@ -832,20 +961,22 @@ WorkerExit(w) ==
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_msg, iteration_end, pin_state,
                    pin_msg, history_vars>>
+WorkerExit(w) == WorkerExitStep(w) /\ Observe("worker")
 
 \* The parent is gone: exit on our own, whatever we were doing (a correct loader: PDEATHSIG
 \* or a watchdog thread; torch's ManagerWatchdog only checks between tasks).
-WorkerWatchdogExit(w) ==
+WorkerWatchdogExitStep(w) ==
     /\ ~parent_alive
     /\ worker_state[w] \in WatchdogStates
     /\ worker_state' = [worker_state EXCEPT ![w] = "exited"]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
     /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+WorkerWatchdogExit(w) == WorkerWatchdogExitStep(w) /\ Observe("worker")
 
 -----------------------------------------------------------------------------
 (* The pin-memory thread (torch: _pin_memory_loop) *)
 
-PinGetResult ==
+PinGetResultStep ==
     /\ parent_alive
     /\ pin_state = "running"
     /\ ~pin_memory_thread_done_event
@@ -854,13 +985,13 @@ PinGetResult ==
         /\ pin_msg' = Head(worker_result_queue[w])
         /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
     /\ pin_state' = "holding"
-    /\ pin_after_done' = (pin_after_done \/ workers_done_event)
     /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
                    delivered, assigned, exhausted_at, epoch_over, failure, retired, sent_to_retired,
-                   acted_on_live_stop, note_vars>>
+                   acted_on_live_stop>>
+PinGetResult == PinGetResultStep /\ Observe("pin")
 
-PinPutData ==
+PinPutDataStep ==
     /\ parent_alive
     /\ pin_state = "holding"
     /\ ~pin_memory_thread_done_event
@@ -870,18 +1001,19 @@ PinPutData ==
     /\ UNCHANGED <<main_vars, index_queues, worker_result_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
                    history_vars>>
+PinPutData == PinPutDataStep /\ Observe("pin")
 
 \* The done event is set: the loop ends (a held result is dropped; the wake-up put and the
 \* get timeout only bound how soon the thread notices).
-PinExit ==
+PinExitStep ==
     /\ parent_alive
     /\ pin_state \in {"running", "holding"}
     /\ pin_memory_thread_done_event
     /\ pin_state' = "exited"
     /\ pin_msg' = NoMsg
-    /\ NoteShutdownStep("pin exited")
     /\ UNCHANGED <<main_vars, queue_vars, worker_state, worker_msg, iteration_end,
-                   past_vars, fetch_after_done, sent_after_end>>
+                   past_vars>>
+PinExit == PinExitStep /\ Observe("pin")
 
 -----------------------------------------------------------------------------
 (* Faults, each switched by its constant *)
@@ -892,6 +1024,7 @@ FaultKillWorker(w) ==
     /\ worker_state' = [worker_state EXCEPT ![w] = "killed"]
     /\ worker_msg' = [worker_msg EXCEPT ![w] = NoMsg]
     /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+    /\ Observe("fault")
 
 \* SIGKILL of the loader's process: the main thread and the pin thread are gone at once.
 FaultKillParent ==
@@ -904,6 +1037,7 @@ FaultKillParent ==
                    workers_num_tasks, worker_queue_idx, epoch, shutdown, iter_state, in_call,
                    resume_iteration_cnt, sentinel_sent>>
     /\ UNCHANGED <<queue_vars, worker_state, worker_msg, iteration_end, history_vars>>
+    /\ Observe("fault")
 
 \* w takes its next task and its fetch never returns.
 FaultHangWorker(w) ==
@@ -911,10 +1045,10 @@ FaultHangWorker(w) ==
     /\ Fetchable(w)
     /\ PopIndex(w)
     /\ worker_state' = [worker_state EXCEPT ![w] = "hung"]
-    /\ NoteFetch(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_msg, iteration_end, pin_state,
-                   pin_msg, past_vars, sent_after_end, shutdown_log>>
+                   pin_msg, past_vars>>
+    /\ Observe("fault")
 
 \* w's fetch raises: the worker wraps it (ExceptionWrapper) and goes on.
 FaultFetchError(w) ==
@@ -925,10 +1059,10 @@ FaultFetchError(w) ==
         worker_msg' = [worker_msg EXCEPT ![w] =
                          [kind |-> "error", idx |-> t.idx, worker |-> w, epoch |-> t.epoch]]
     /\ worker_state' = [worker_state EXCEPT ![w] = "busy"]
-    /\ NoteFetch(w)
     /\ UNCHANGED <<main_vars, worker_result_queue, data_queue, workers_done_event,
                    pin_memory_thread_done_event, iteration_end, pin_state, pin_msg,
-                   past_vars, sent_after_end, shutdown_log>>
+                   past_vars>>
+    /\ Observe("fault")
 
 \* w's fetched batch cannot be sent (it does not pickle; torch's feeder thread dies on it,
 \* pytorch#142884): what the worker does instead is OnPutError.
@@ -938,6 +1072,7 @@ FaultPutError(w) ==
     /\ worker_msg[w].kind = "data"
     /\ OnPutError(w)
     /\ UNCHANGED <<main_vars, queue_vars, iteration_end, pin_state, pin_msg, history_vars>>
+    /\ Observe("fault")
 
 \* Inside a call, the main process's read of w's channel fails (fd exhaustion: "received 0
 \* items of ancdata"; a result that cannot be unpickled): the message is lost, next() raises.
@@ -954,8 +1089,9 @@ FaultRecvError(w) ==
                    workers_num_tasks, worker_queue_idx, epoch, resume_iteration_cnt,
                    sentinel_sent, parent_alive>>
     /\ UNCHANGED <<index_queues, data_queue, workers_done_event, pin_memory_thread_done_event,
-                   actor_vars, delivered, assigned, exhausted_at, epoch_over, pin_after_done,
-                   retired, sent_to_retired, acted_on_live_stop, note_vars>>
+                   actor_vars, delivered, assigned, exhausted_at, epoch_over,
+                   retired, sent_to_retired, acted_on_live_stop>>
+    /\ Observe("fault")
 
 \* The pin thread's read of w's channel raises and the exception escapes its loop (torch F4: a
 \* shared-memory rebuild error): the message is lost, the thread is dead.
@@ -967,10 +1103,10 @@ FaultPinDeath(w) ==
     /\ worker_result_queue[w] # << >>
     /\ worker_result_queue' = [worker_result_queue EXCEPT ![w] = Tail(@)]
     /\ pin_state' = "dead"
-    /\ NoteShutdownStep("pin exited")
     /\ UNCHANGED <<main_vars, index_queues, data_queue, workers_done_event,
                    pin_memory_thread_done_event, worker_state, worker_msg, iteration_end,
-                   pin_msg, past_vars, fetch_after_done, sent_after_end>>
+                   pin_msg, past_vars>>
+    /\ Observe("fault")
 
 -----------------------------------------------------------------------------
 (* The end of a run, and the specification *)
@@ -1018,18 +1154,30 @@ Stuck(w) ==
     \/ worker_state[w] = "busy" /\ ~HasRoom(w)
     \/ worker_state[w] = "idle" /\ HeadIs(w, "resume") /\ ~HasRoom(w)
 
+\* The fair steps are the actions without their Observe (the XStep definitions): ENABLED and
+\* <<A>>_v, which TLC evaluates at every state and edge for each condition, then skip the
+\* observer, and `observed` is left out of the subscript (it changes only with the rest). On a
+\* behaviour of Spec every step satisfies Observe, so the fairness is the actions'.
+fair_vars == <<main_vars, queue_vars, actor_vars, history_vars>>
+WorkerStep(w) ==
+    \/ WorkerFetchStep(w) \/ WorkerPutStep(w) \/ WorkerAckResumeStep(w) \/ WorkerSkipIndexStep(w)
+    \/ WorkerExitStep(w) \/ WorkerWatchdogExitStep(w)
 Fairness ==
-    /\ WF_vars(MainTryPutIndex) /\ WF_vars(MainGetData)
-    /\ WF_vars(\E i \in 0 .. NumTasks - 1 : MainProcessData(i))
-    /\ WF_vars(MainSkipExhausted) /\ WF_vars(\E w \in Workers : MainMarkWorkerUnavailable(w))
-    /\ WF_vars(MainStopIteration) /\ WF_vars(MainTimeout) /\ WF_vars(MainDrainResume)
-    /\ \A w \in Workers : WF_vars(MainDetectWorkerFailure(w))
-    /\ WF_vars(MainDetectPinFailure)
-    /\ WF_vars(MainSetPinDone) /\ WF_vars(MainJoinPinThread) /\ WF_vars(MainSetWorkersDone)
-    /\ \A w \in Workers : WF_vars(MainPutSentinel(w)) /\ WF_vars(MainJoinWorker(w))
-    /\ \A w \in Workers : WF_vars(MainTerminateWorker(w) /\ Stuck(w))
-    /\ \A w \in Workers : WF_vars(WorkerNext(w))
-    /\ WF_vars(PinGetResult) /\ WF_vars(PinPutData) /\ WF_vars(PinExit)
+    /\ WF_fair_vars(MainTryPutIndexStep) /\ WF_fair_vars(MainGetDataStep)
+    /\ WF_fair_vars(\E i \in 0 .. NumTasks - 1 : MainProcessDataStep(i))
+    /\ WF_fair_vars(MainSkipExhaustedStep)
+    /\ WF_fair_vars(\E w \in Workers : MainMarkWorkerUnavailableStep(w))
+    /\ WF_fair_vars(MainStopIterationStep) /\ WF_fair_vars(MainTimeoutStep)
+    /\ WF_fair_vars(MainDrainResumeStep)
+    /\ \A w \in Workers : WF_fair_vars(MainDetectWorkerFailureStep(w))
+    /\ WF_fair_vars(MainDetectPinFailureStep)
+    /\ WF_fair_vars(MainSetPinDoneStep) /\ WF_fair_vars(MainJoinPinThreadStep)
+    /\ WF_fair_vars(MainSetWorkersDoneStep)
+    /\ \A w \in Workers : WF_fair_vars(MainPutSentinelStep(w))
+    /\ \A w \in Workers : WF_fair_vars(MainJoinWorkerStep(w))
+    /\ \A w \in Workers : WF_fair_vars(MainTerminateWorkerStep(w) /\ Stuck(w))
+    /\ \A w \in Workers : WF_fair_vars(WorkerStep(w))
+    /\ WF_fair_vars(PinGetResultStep) /\ WF_fair_vars(PinPutDataStep) /\ WF_fair_vars(PinExitStep)
 
 Spec == Init /\ [][Next]_vars /\ Fairness
 
@@ -1089,7 +1237,9 @@ Awaited(i) == ~Retired(i) \/ i = exhausted_at[task_info[i].worker]
 \* A worker that exited because the loader sent it None excuses nothing, and a message queued for
 \* it is not on its way: a lost task, result, end-of-shard message or resume acknowledgement is
 \* a violation here, whatever a timeout would later make of the wait.
-Died(w) == worker_state[w] = "killed"
+\* Died: killed by a fault (SIGKILL, the OOM killer): not by the loader itself before its
+\* shutdown (observed.loader_killed: a kill in a step of the main process's), which excuses nothing.
+Died(w) == worker_state[w] = "killed" /\ ~observed.loader_killed[w]
 NothingLostOnTheWay ==
     (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
         /\ iter_state = "running" =>
@@ -1123,55 +1273,56 @@ BatchesThatExist ==
 PrefetchBound == BatchesThatExist <= MaxTasks
 
 \* Nothing is handed out in an epoch after it ended in StopIteration or was broken off: next()
-\* after the end raises StopIteration again until a new iter() starts the next epoch.
-NoDeliveryAfterShutdown == \A k \in DOMAIN delivered : ~delivered[k].after_end
+\* after the end raises StopIteration again until a new iter() starts the next epoch. Read off
+\* the observed hand-outs (delivered growing, by whatever path) after the user's end.
+NoDeliveryAfterShutdown == ~observed.handed_after_end
 
 \* A batch fetched for an earlier epoch is never handed out in a later one.
 NoStaleEpochDelivery == \A k \in DOMAIN delivered : delivered[k].epoch = epoch
 
 \* SHOULD: "Exit pin_memory_thread first because exiting workers may leave corrupted data in
 \* worker_result_queue which pin_memory_thread reads from" - the NOTE calls the other order
-\* "slow", not wrong: the pin thread never reads a worker's channel after workers_done_event.
-PinThreadExitsFirst == ~pin_after_done
+\* "slow", not wrong: the pin thread never takes a message off a worker's channel after
+\* workers_done_event, in any of its steps (observed, whatever told the workers).
+PinThreadExitsFirst == ~observed.pin_read_after_done
 
 \* SHOULD: after next() raised a fatal error (a worker's death, a timeout, a failed read, the pin
-\* thread's death), every later next() raises: nothing is handed out, no StopIteration.
-FailStopAfterFatalError ==
-    /\ \A k \in DOMAIN delivered : ~delivered[k].after_failure
-    /\ iter_state = "stopped" => failure = "none"
+\* thread's death), every later next() raises: nothing is handed out, no StopIteration. Read off
+\* the observed hand-outs and StopIterations after the error (`failure`, what was raised). The
+\* MUST beside it says what a drained error loses: the dead worker's tasks (NoSilentLoss).
+FailStopAfterFatalError == ~observed.handed_after_failure /\ ~observed.stopped_after_failure
 
-\* Beside NoDeliveryAfterShutdown (which the guards of the hand-out keep): nothing is sent for an
-\* epoch that has ended (StopIteration or a break), by any path: a prefetch left running after a
-\* break breaks it.
-NoDispatchAfterEnd == ~sent_after_end
+\* Nothing is sent for an epoch that has ended (StopIteration or a break), by any path: a task of
+\* that epoch appearing in an index queue (observed), whether MainTryPutIndex, a restart or a
+\* break put it there. A prefetch left running after a break breaks it.
+NoDispatchAfterEnd == ~observed.sent_after_end
 
 \* SHOULD: "workers_done_event ... After it is set, they will not send processed data to queues
 \* anymore, and only wait for the final None before exiting" - "it allows us to skip wasting
 \* resources processing indices already in index_queue": no worker takes a new index to fetch
-\* after the done event (a fetch under way may finish and be put).
-NoFetchAfterDone == ~fetch_after_done
+\* after the done event, in whatever loop it runs (observed: a task taken off its queue and
+\* held); a fetch under way may finish and be put.
+NoFetchAfterDone == ~observed.fetch_after_done
 
-\* SHOULD: the NOTE's order of _shutdown_workers, read off the steps as they happened: the pin
-\* thread's join returns only once the thread has ended (b.iii); with a pin thread, the workers
-\* are told only after it was joined ((c) after (b)); and the done event is set before any
-\* sentinel is put ("set these done_events and then [send] a None", c.i before c.ii).
-StepAt(step) == CHOOSE k \in DOMAIN shutdown_log : shutdown_log[k] = step
-StepHappened(step) == \E k \in DOMAIN shutdown_log : shutdown_log[k] = step
-StepBefore(a, b) == StepHappened(b) => StepHappened(a) /\ StepAt(a) < StepAt(b)
+\* SHOULD: the NOTE's order of _shutdown_workers, read off the steps as they happened (observed,
+\* whichever action took them): the pin thread's join returns only once the thread has ended
+\* (b.iii); with a pin thread, the workers are told only after it was joined ((c) after (b));
+\* and no None is put at shutdown before the done event is set ("set these done_events and then
+\* [send] a None", c.i before c.ii).
 ShutdownOrder ==
-    /\ StepBefore("pin exited", "pin joined")
-    /\ PinMemory => StepBefore("pin joined", "workers told")
-    /\ StepBefore("workers told", "sentinel")
+    ~observed.pin_joined_running /\ ~observed.told_before_pin_joined
+    /\ ~observed.sentinel_before_told
 
 \* SHOULD: the workers are joined only after every sentinel went out (c.iii after c.ii): a join
 \* of a worker still waiting for its None can only time out, and the worker is then killed,
 \* a healthy one, after a stall of the join's timeout (FAILURE-MODES A1, B6). Read off the
-\* steps as they happened: no join returned before the step at which every worker had its None.
-JoinAfterSentinels == StepBefore("sentinels put", "worker joined")
+\* steps as they happened: no join returned before a None had appeared in every worker's queue.
+JoinAfterSentinels == ~observed.joined_before_sentinels
 
-\* SHOULD, beside FailStopAfterFatalError (which the fail-stop hooks keep): once next() raised a
+\* SHOULD, a guard regression test (the fail-stop hooks set `shutdown`): once next() raised a
 \* fatal error, the iterator has started its shutdown (and ShutdownCompletes ends it): a loader
 \* that raises and leaves its workers running until the iterator is dropped breaks it (B4).
+\* NoWorkerOutlivesFailure (MUST, temporal) is its partner, read off the workers themselves.
 FatalErrorShutsDown == failure # "none" => shutdown
 
 \* MUST (torch's _next_data calls _shutdown_workers() and then raises StopIteration): a
@@ -1233,6 +1384,13 @@ PrefetchWindowFills ==
 
 \* Once shutdown starts, every worker and the pin thread are eventually gone.
 ShutdownCompletes == shutdown ~> (ShutdownDone \/ ~parent_alive)
+
+\* MUST: the workers of an iterator that failed (every later next() raises its error) are
+\* eventually gone, though the user keeps the iterator and never calls it again: read off the
+\* workers, not off `shutdown`. What is lost otherwise: the worker processes, their shared
+\* memory and every batch they fetched or go on fetching (up to the window), held for nobody
+\* until the iterator is dropped; a hung worker's fetch is never reclaimed (B4).
+NoWorkerOutlivesFailure == iter_state = "failed" ~> (AllWorkersGone \/ ~parent_alive)
 
 \* After the loader's process dies, every worker exits, busy, blocked and hung ones included.
 NoOrphanWorkers == (~parent_alive) ~> AllWorkersGone

@@ -144,7 +144,7 @@ TorchOnRecvError == UNCHANGED <<iter_state, shutdown>>
 \* FailStopAfterFatalError (SHOULD only): torch raises "timed out" and goes on; the late batch is
 \* handed out by a later next() (B4, pytorch#21554). No MUST is violated: nothing is lost,
 \* nothing handed out twice, and no wait outlives the next timeout.
-TorchOnTimeout == UNCHANGED <<iter_state, shutdown>>
+TorchOnTimeout == UNCHANGED <<iter_state, shutdown, workers_done_event>>
 
 \* PinThreadExitsFirst: PyTorch 1.0's _shutdown_workers (seeds/torch-dataloader-v1.0.txt, the
 \* NOTE's [main process] steps a-c): "a. Set `done_event` (shared with `pin_memory_thread` and
@@ -196,7 +196,7 @@ PrefetchAfterBreakMayDispatch ==
 \* dropped (B4: "with timeout>0 the loader raises but leaves the stuck workers alive").
 RaiseKeepWorkersOnTimeout ==
     /\ iter_state' = "failed"
-    /\ UNCHANGED shutdown
+    /\ UNCHANGED <<shutdown, workers_done_event>>
 
 \* JoinAfterSentinels (SHOULD only): the workers are joined before their sentinels are put (the
 \* c.iii loop ahead of c.ii): the join of a worker still waiting for its None can only time out,
@@ -225,6 +225,40 @@ PerLoaderPrefetchRoom == Cardinality(DOMAIN task_info) < PrefetchFactor
 \* None, is never acknowledged; iter() waits until the timeout. The NothingLostOnTheWay before
 \* issue 38 excused a worker that was not alive, whatever ended it, and accepted this.
 PersistentRetireSendsNone == TRUE
+
+\* --- issue 38, round two: bugs that take another path than the guard a property once restated;
+\* each property reads `observed` (DataLoader's observer), so the path does not matter ---------
+
+\* NoSilentLoss: a persistent loader retires an exhausted worker by killing it (terminate()): the
+\* next epoch's _ResumeIteration is never acknowledged, and iter() times out. The worker was not
+\* killed by a fault, so its death excuses nothing (the NothingLostOnTheWay before this round took
+\* any "killed" worker for a death, and accepted it: MCBroken.NothingLostOnTheWayBeforeKill).
+KillsOnRetire == TRUE
+
+\* NoFetchAfterDone (SHOULD only): the worker's loop puts a result and takes its next index in one
+\* go, checking the done event only at the loop's top (after a get that timed out): the indices
+\* queued behind the done event are fetched. Not the SkipsTask guard WorkerIgnoresDone breaks:
+\* WorkerFetch never runs for them, WorkerPut takes them.
+PutTakesNextIndex == TRUE
+
+\* ShutdownOrder (SHOULD only): the user's drop puts None into every worker's queue at once,
+\* before _shutdown_workers sets the done event (c.ii before c.i); not the SentinelMayGo guard
+\* SentinelBeforeDone breaks: MainPutSentinel never runs, the drop put them.
+DropPutsNone == TRUE
+
+\* NoDispatchAfterEnd: a persistent iterator, broken off mid-epoch, tops its window up on the way
+\* out (one more task of the ended epoch); not the MayDispatch guard PrefetchAfterBreak breaks:
+\* MainTryPutIndex never runs after the break, the break sent it.
+BreakTopsUp == TRUE
+
+\* PinThreadExitsFirst, ShutdownOrder (SHOULD only): on a timeout the loader tells the workers at
+\* once (workers_done_event), before the pin thread is told and joined: the thread reads a
+\* worker's channel after the event. Not the WorkersShutdownMayStart guard Torch10ShutdownOrder
+\* replaces: MainSetWorkersDone never runs, the timeout's fail-stop set the event.
+TellsWorkersOnTimeout ==
+    /\ iter_state' = "failed"
+    /\ shutdown' = TRUE
+    /\ workers_done_event' = TRUE
 
 \* A state constraint (cfg CONSTRAINT) for the variants whose mistake lets the state grow without
 \* bound (a sampler never checked, a slot handed out again and again): TLC explores the states
@@ -283,6 +317,19 @@ NothingLostOnTheWayBefore38 ==
         /\ iter_state = "resuming" =>
               resume_iteration_cnt
                   <= Cardinality({w \in Workers : ~Alive(w) \/ AckOnItsWayBefore38(w)})
+
+\* NothingLostOnTheWay as it was before a loader's own kill was told from a fault's, a witness
+\* that it excused too much (tests/spec: RetireKillsWorker violates NoSilentLoss and holds this).
+DiedBeforeKill(w) == worker_state[w] = "killed"
+NothingLostOnTheWayBeforeKill ==
+    (parent_alive /\ ~shutdown /\ pin_state # "dead") =>
+        /\ iter_state = "running" =>
+              \A i \in DOMAIN task_info :
+                  (task_info[i].data = NoMsg /\ ~DiedBeforeKill(task_info[i].worker) /\ Awaited(i))
+                      => TaskOnItsWay(i)
+        /\ iter_state = "resuming" =>
+              resume_iteration_cnt
+                  <= Cardinality({w \in Workers : DiedBeforeKill(w) \/ AckOnItsWay(w)})
 
 \* A worker blocked on a full result channel: it holds a result and there is no room.
 NoBlockedPut == ~\E w \in Workers : worker_state[w] = "busy" /\ ~HasRoom(w)

@@ -39,7 +39,9 @@ CHECKPOINT_SPEC = modelcheck.spec_dir() / f"{CHECKPOINT_MODULE}.tla"
 
 # The pairwise design below is DataLoader.tla's; the checkpoint module's nightly models are
 # pairwise over its own factors (docs/checkpoint.md).
-LOADER_NIGHTLY = [m for m in NIGHTLY if m.module == "DataLoader"]
+LOADER_NIGHTLY = [
+    m for m in NIGHTLY if m.module == "DataLoader" and m.spec.name != manifest.INDUCTIVE_SPEC
+]
 TIMEOUT_S = 240.0
 
 
@@ -339,13 +341,23 @@ def test_the_old_nothing_lost_on_the_way_accepted_a_persistent_retire_with_none(
     # PersistentRetireSendsNone: the retired worker exits on its None, the next epoch's resume is
     # never acknowledged and iter() times out. The property before issue 38 excused any worker
     # not alive; the manifest's run shows NoSilentLoss (the new one) violated.
-    model = next(m for m in BROKEN if m.name == "PersistentRetireSendsNone")
+    assert _holds_the_old_property(
+        "PersistentRetireSendsNone", "NothingLostOnTheWayBefore38", tmp_path
+    )
+
+
+def _holds_the_old_property(variant: str, old_property: str, tmp_path: Path) -> bool:
+    """Whether ``variant`` (which violates NoSilentLoss, per the manifest) passes TLC with
+    ``old_property``, an earlier form of NothingLostOnTheWay kept in MCBroken.tla, as its only
+    check."""
+    model = next(m for m in BROKEN if m.name == variant)
     assert model.violates == {"NoSilentLoss"}
     cfg = tmp_path / "old.cfg"
-    checks = "INVARIANT NothingLostOnTheWayBefore38\n"
-    cfg.write_text(variantcheck.without_checks(model.cfg.read_text()) + checks)
-    old = modelcheck.Model("Before38", model.spec, cfg, "adhoc")
-    assert modelcheck.check_model(old, timeout_s=TIMEOUT_S).found == "pass"
+    cfg.write_text(
+        variantcheck.without_checks(model.cfg.read_text()) + f"INVARIANT {old_property}\n"
+    )
+    old = modelcheck.Model(old_property, model.spec, cfg, "adhoc")
+    return modelcheck.check_model(old, timeout_s=TIMEOUT_S).found == "pass"
 
 
 def test_a_variant_shape_is_held_only_by_a_model_with_its_settings_and_faults():
@@ -373,3 +385,41 @@ def test_the_docs_variants_statement_is_the_manifests():
     assert shown == manifest.variant_table(MANIFEST), (
         "docs/spec.md's variants statement is stale: paste `loaderspec model-check --variants`"
     )
+
+
+def test_the_nothing_lost_on_the_way_before_the_kill_was_told_accepted_a_killing_retire(
+    tmp_path: Path,
+):
+    # RetireKillsWorker: a persistent loader kills the exhausted worker it retires; the next
+    # epoch's resume is never acknowledged. The property that took any killed worker for a death
+    # excused it; the manifest's run shows NoSilentLoss (a fault's death only) violated.
+    assert _holds_the_old_property("RetireKillsWorker", "NothingLostOnTheWayBeforeKill", tmp_path)
+
+
+# --- any number of workers: the inductive invariant (spec/MCInductive.tla) ---------------------
+
+INDUCTIVE = [m for m in NIGHTLY if m.spec.name == manifest.INDUCTIVE_SPEC]
+
+
+def test_the_inductive_invariant_is_checked_from_every_state_of_it_in_the_nightly_tier():
+    # IndSpec starts from every state of IndInv; one model runs the ordinary Spec (Init => IndInv).
+    assert {m.constants["NumWorkers"] for m in INDUCTIVE} == {"1", "2", "3"}
+    assert {m.constants["PrefetchFactor"] for m in INDUCTIVE} == {"1", "2", "3"}
+    for model in INDUCTIVE:
+        text = model.cfg.read_text()
+        assert "IndInv" in text.split("INVARIANTS")[1], model.name
+    assert any("Spec <- IndSpec" not in m.cfg.read_text() for m in INDUCTIVE), "Init => IndInv"
+
+
+def test_the_inductiveness_check_fails_for_a_step_that_leaves_the_invariant(tmp_path: Path):
+    # The window one task larger: from a state of IndInv with a full window, MainTryPutIndex leaves
+    # it; TLC finds that at depth 2.
+    model = next(m for m in INDUCTIVE if "Spec <- IndSpec" in m.cfg.read_text())
+    cfg = tmp_path / "broken.cfg"
+    text = variantcheck.without_checks(model.cfg.read_text())
+    text = text.replace(
+        "    Spec <- IndSpec", "    Spec <- IndSpec\n    PrefetchRoom <- WindowOneLarger"
+    )
+    cfg.write_text(text + "INVARIANT IndInv\n")
+    broken = modelcheck.Model("IndWindowOneLarger", model.spec, cfg, "adhoc", args=model.args)
+    assert modelcheck.check_model(broken, timeout_s=TIMEOUT_S).found == "IndInv"

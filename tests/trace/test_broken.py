@@ -232,7 +232,7 @@ _RACE_STUTTER = "           /\\ MainStep(UNCHANGED vars)"
 _RACE_NON_STEP = (
     '           /\\ MainStep(worker_state\' = [worker_state EXCEPT ![w] = "killed"]'
     " /\\ UNCHANGED <<main_vars, queue_vars, worker_msg, iteration_end, pin_state, pin_msg,"
-    " history_vars>>)"
+    " history_vars, observed>>)"
 )
 
 
