@@ -7,20 +7,25 @@ every scenario in a process of its own (`faultinject.sandbox`, forked from the h
 scenario starting its own cluster would put a loader's suite far past its 5 minutes, and the
 cluster's processes would read as the loader's leak. Instead:
 
-* the first loader process that needs Ray starts a *runtime*: `python -m` this module, which
-  detaches (a new session; its launcher exits at once, so it is no descendant of the loader's
-  process) and runs `ray.init(num_cpus=2, include_dashboard=False)`; Ray starts its GCS, raylet
-  and workers as the runtime's children, which die with it (Ray's fate sharing);
-* the runtime belongs to an *owner*: the parent of the caller's session leader (under the suite,
-  the harness that forks every scenario's sandbox child, which leads its own session; ranks are
-  in that session too). It waits for the owner's exit (a pidfd, bounded by `MAX_LIFE_S`), then
-  calls `ray.shutdown()` and removes its folder;
-* every loader process joins it with `ray.init(address=...)` (0.04 s, measured), with the
-  user's token (`auth_env`: Ray 2.60 starts a local cluster with token authentication, and a
-  joining driver must have the token before it imports Ray);
-* what joins are found in `<tmp>/loaderspec-ray-<owner pid>/`: `address` (written when the
-  cluster is up), `pid` (the runtime's), `log`, and `lock` (flock: concurrent ranks start one
-  runtime).
+* a loader's constructor starts a *runtime* (`prestart`) unless one its process would join is
+  alive: `python -m` this module, which detaches (a new session; its launcher exits at once, so
+  it is no descendant of the caller) and runs `ray.init(num_cpus=2, include_dashboard=False)`;
+  Ray starts its GCS, raylet and workers as the runtime's children, which die with it (Ray's
+  fate sharing). The suite's harness builds a loader (its constructor check) before any
+  scenario, so the cluster comes up while the first cases are collected and skipped;
+* the runtime belongs to an *owner*, the process that started it (the harness); it waits for
+  the owner's exit (a pidfd, bounded by `MAX_LIFE_S`), then calls `ray.shutdown()` and removes
+  its folder. A loader process joins the runtime of its own owner, the parent of its session
+  leader (a scenario's sandbox child leads its session and its parent is the harness; ranks are
+  in that session too), or else its own; where there is none, it starts one for its owner
+  itself and waits for it;
+* every loader process joins it with `ray.init(address=...)` (0.04 s, measured), one at a time,
+  with the user's token (`auth_env`: Ray 2.60 starts a local cluster with token
+  authentication, and a joining driver must have the token before it imports Ray);
+* what joins are found in `<tmp>/loaderspec-ray-<owner pid>/`: `pid` (the runtime's, written
+  as it starts), `address` (written when the cluster is up), `log`, and `lock` (flock: a
+  starting runtime holds it until its cluster is up, so a process that takes it next finds the
+  runtime up; joins take it one at a time).
 
 The runtime's processes are never in a scenario's session or process tree after the launcher
 exits, so the sandbox neither counts nor kills them; they are stopped by the runtime itself (by
@@ -36,13 +41,14 @@ import os
 import secrets
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["auth_env", "connect", "folder", "owner"]
+__all__ = ["auth_env", "connect", "folder", "owner", "prestart"]
 
 # How long a new runtime may take to bring its cluster up (12 s measured at load 6).
 START_S = 120.0
@@ -102,76 +108,110 @@ def _alive(pid: int) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(where: Path) -> Iterator[None]:
+def _locked(where: Path) -> Iterator[int]:
+    """Hold `where`'s lock (flock) for the block. A runtime launched under it inherits the lock
+    and holds it until its cluster is up (or it died), so whoever takes the lock next finds it
+    ready: the fd is closed, never unlocked (an unlock would end the runtime's hold too)."""
     where.mkdir(mode=0o700, exist_ok=True)
-    with open(where / "lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # held while a runtime starts: bounded by START_S
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    fd = os.open(where / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a starting runtime's hold is bounded by START_S
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _started(where: Path) -> bool:
+    """Whether a runtime of `where` is alive (up, or still starting)."""
+    try:
+        return _alive(int((where / "pid").read_text()))
+    except (OSError, ValueError):
+        return False
 
 
 def _running(where: Path) -> str | None:
-    """The address of a live runtime in `where`, or None."""
+    """The address of a live runtime in `where` that is up, or None."""
     try:
-        pid = int((where / "pid").read_text())
         address = (where / "address").read_text().strip()
-    except (OSError, ValueError):
+    except OSError:
         return None
-    return address if address and _alive(pid) else None
+    return address if address and _started(where) else None
 
 
-def _start(where: Path, owner_pid: int) -> str:
-    """Start a runtime for `owner_pid` and return its address once its cluster is up.
+def _found() -> Path | None:
+    """The folder of the runtime this process joins: its owner's, else its own (a script that
+    built a loader: `prestart`), when one is alive."""
+    for pid in dict.fromkeys((owner(), os.getpid())):
+        if _started(folder(pid)):
+            return folder(pid)
+    return None
 
-    Raises:
-        RuntimeError: it did not come up within `START_S` (its log's tail is in the message).
-    """
+
+def _launch(where: Path, owner_pid: int, lock: int) -> None:
+    """Start a runtime for `owner_pid` in `where`, holding `lock` (taken by the caller) until
+    its cluster is up; returns once the runtime has detached."""
     for stale in ("address", "pid"):
         (where / stale).unlink(missing_ok=True)
-    read, write = os.pipe()
     with open(where / "log", "ab") as log:
         launcher = subprocess.Popen(
-            [sys.executable, "-m", __name__, str(owner_pid), str(where), str(write)],
+            [sys.executable, "-m", __name__, str(owner_pid), str(where), str(lock)],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=log,
-            pass_fds=(write,),
+            pass_fds=(lock,),
             start_new_session=True,
         )
-    os.close(write)
-    try:
-        launcher.wait(START_S)  # it forks the runtime and exits at once
-        ready, _, _ = select.select([read], [], [], START_S)
-        line = os.read(read, 4096).decode() if ready else ""
-    finally:
-        os.close(read)
-    if not line.strip():
-        tail = (where / "log").read_text(errors="replace")[-2000:]
-        raise RuntimeError(f"the Ray runtime did not start within {START_S:.0f} s: {tail}")
-    return line.strip()
+    launcher.wait(START_S)  # it forks the runtime and exits at once
+
+
+def prestart() -> None:
+    """Start a runtime owned by this process unless one this process would join is alive;
+    returns without waiting for it (the constructor's call: the suite's harness builds a
+    loader before any scenario, so the cluster comes up while the first cases are collected and
+    skipped, not inside a scenario's deadline)."""
+    if _found() is not None:
+        return
+    where = folder(os.getpid())
+    with _locked(where) as lock:
+        if not _started(where):
+            _launch(where, os.getpid(), lock)
 
 
 def connect() -> None:
-    """Join this process to its owner's Ray runtime, starting the runtime if there is none
-    (idempotent: a process that joined already returns at once)."""
+    """Join this process to its Ray runtime (`_found`), starting one for its owner if there is
+    none, and waiting for one that is starting (idempotent: a process that joined already
+    returns at once).
+
+    Raises:
+        RuntimeError: the runtime did not come up (its log's tail is in the message).
+    """
     import ray
 
     if ray.is_initialized():
         return
-    owner_pid = owner()
-    where = folder(owner_pid)
-    with _locked(where):
-        address = _running(where) or _start(where, owner_pid)
+    where = _found()
+    if where is None:
+        owner_pid = owner()
+        where = folder(owner_pid)
+        with _locked(where) as lock:
+            if not _started(where):
+                _launch(where, owner_pid, lock)
+    with _locked(where):  # held by a starting runtime until its cluster is up
+        address = _running(where)
+        if address is None:
+            tail = (where / "log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"the Ray runtime in {where} did not start: {tail}")
         # Joined one at a time: drivers of one runtime joining at once (the suite's ranks) had
         # one of them abort in Ray's core worker, `Check failed: WarmupStore() ... Seal() called
         # on an object without a reference to it` (3 of 6 three-rank runs, 2026-11-28).
         ray.init(address=address, log_to_driver=False, configure_logging=False)
 
 
-def _serve(owner_pid: int, where: Path, ready_fd: int) -> None:
-    """The runtime: bring the cluster up, say so on `ready_fd`, live until the owner exits."""
+def _serve(owner_pid: int, where: Path, lock: int) -> None:
+    """The runtime: bring the cluster up holding `lock` (a watchdog ends it after `START_S`),
+    release it, then live until the owner exits."""
+    (where / "pid").write_text(str(os.getpid()))
+    signal.alarm(int(START_S))  # the default action ends this process, and so its hold
     auth_env()
     import ray
 
@@ -181,12 +221,10 @@ def _serve(owner_pid: int, where: Path, ready_fd: int) -> None:
         log_to_driver=False,
         _node_ip_address="127.0.0.1",
     )
-    address = context.address_info["address"]
     _warm_up()
-    (where / "pid").write_text(str(os.getpid()))
-    (where / "address").write_text(address)
-    os.write(ready_fd, f"{address}\n".encode())
-    os.close(ready_fd)
+    (where / "address").write_text(context.address_info["address"])
+    signal.alarm(0)
+    os.close(lock)  # up: the joining processes waiting on the lock go on
     try:
         watch = os.pidfd_open(owner_pid)
     except (OSError, AttributeError):  # the owner is gone already
@@ -219,11 +257,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("owner", type=int, help="the pid whose exit ends the runtime")
     parser.add_argument("folder", type=Path, help="where the runtime's files go")
-    parser.add_argument("ready_fd", type=int, help="where the address is written when up")
+    parser.add_argument("lock", type=int, help="the folder's lock, held until the cluster is up")
     args = parser.parse_args(argv)
     if os.fork() != 0:  # the launcher: its caller reaps it at once, the runtime goes on alone
         os._exit(0)
-    _serve(args.owner, args.folder, args.ready_fd)
+    _serve(args.owner, args.folder, args.lock)
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ measured for an 8-row `map`), which over the suite's scenarios would put its who
 5 minutes a loader's suite may take. What the suite measures is Ray Data's own: its executor,
 prefetcher and format threads, batching, ordering, error handling and shutdown.
 
-Ray itself runs once per suite run (`conformance.adapters._ray_runtime`): each loader process
-joins the runtime in `loaderspec_process_helpers` (before the harness's leak baseline, as the
-process-wide state it is) or at its first `iter()`. There is no iterator state: Ray Data's
+Ray itself runs once per suite run (`conformance.adapters._ray_runtime`): the constructor
+starts a runtime unless one is there (the harness builds a loader before any scenario, so the
+cluster comes up outside every scenario's deadline), and each loader process joins it in
+`loaderspec_process_helpers` (before the harness's leak baseline, as the process-wide state it
+is) or at its first `iter()`. There is no iterator state: Ray Data's
 iterators cannot be checkpointed, so the resume cases SKIP. The iterator is Ray's generator:
 dropping it ends the epoch's execution (`workers_die_with = "iterator"`).
 """
@@ -132,6 +134,12 @@ class Loader(Adapter):
         _ray_runtime.connect()
         for _ in ray.data.from_items([{COLUMN: 0}]).iter_batches(batch_size=1):
             pass
+
+    def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(dataset, *args, **kwargs)
+        # A runtime for this process's scenarios, unless one is there: started, not joined (a
+        # process that joined Ray cannot fork, and the suite's harness forks every scenario).
+        _ray_runtime.prestart()
 
     def __iter__(self) -> Any:
         _ray_runtime.connect()

@@ -88,6 +88,27 @@ def test_every_loader_process_of_one_owner_joins_one_runtime():
     assert second.clean, second.leftovers()
 
 
+def built_only(loader_path: str) -> dict[str, Any]:
+    import ray
+    from loaderspec.conformance.adapters import _ray_runtime
+
+    loaders.resolve(loader_path)(faultinject.FaultyDataset(4), batch_size=2)
+    pid = os.fork()  # a process that joined Ray could not fork safely
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return {"joined": ray.is_initialized(), "runtime": _ray_runtime._found() is not None}
+
+
+def test_the_constructor_starts_a_runtime_without_joining_it():
+    # The harness builds a loader before any scenario: the cluster comes up then, outside every
+    # scenario's deadline, and the harness (which forks every scenario) never joins Ray.
+    load("ray")
+    report = sandbox.run(built_only, ref("ray"), deadline_s=120)
+    assert report.outcome == "returned", report.error
+    assert report.value == {"joined": False, "runtime": True}
+
+
 def prefetchers_after_abandoned_iterators(loader_path: str, iterators: int) -> list[str]:
     cls = loaders.resolve(loader_path)
     cls.loaderspec_process_helpers()
@@ -103,11 +124,12 @@ def prefetchers_after_abandoned_iterators(loader_path: str, iterators: int) -> l
 def test_an_abandoned_ray_iterator_keeps_its_block_prefetcher_thread():
     # Ray Data's WaitBlockPrefetcher starts a thread whose target is its own bound method, so
     # the prefetcher is never collected and its __del__ (stop()) never runs: each epoch left
-    # early keeps one parked "Prefetcher" thread for the life of the process.
+    # early keeps a parked "Prefetcher" thread for the life of the process: 9-10 of 10 (3 runs
+    # measured), 2-3 of 3; not every one (the suite's early-exit cases vary between runs too).
     load("ray")
-    report = sandbox.run(prefetchers_after_abandoned_iterators, ref("ray"), 3, deadline_s=120)
+    report = sandbox.run(prefetchers_after_abandoned_iterators, ref("ray"), 10, deadline_s=120)
     assert report.outcome == "returned", report.error
-    assert report.value.count("Prefetcher") == 3, report.value
+    assert report.value.count("Prefetcher") >= 5, report.value
 
 
 def one_split_alone(wait_s: float) -> dict[str, Any]:
