@@ -11,8 +11,9 @@ cluster's processes would read as the loader's leak. Instead:
   alive: `python -m` this module, which detaches (a new session; its launcher exits at once, so
   it is no descendant of the caller) and runs `ray.init(num_cpus=2, include_dashboard=False)`;
   Ray starts its GCS, raylet and workers as the runtime's children, which die with it (Ray's
-  fate sharing). The suite's harness builds a loader (its constructor check) before any
-  scenario, so the cluster comes up while the first cases are collected and skipped;
+  fate sharing), and returns once it is up, without joining it. The suite's harness builds a
+  loader (its constructor check) before any scenario, so the cluster comes up outside every
+  scenario's deadline;
 * the runtime belongs to an *owner*, the process that started it (the harness); it waits for
   the owner's exit (a pidfd, bounded by `MAX_LIFE_S`), then calls `ray.shutdown()` and removes
   its folder. A loader process joins the runtime of its own owner, the parent of its session
@@ -165,16 +166,18 @@ def _launch(where: Path, owner_pid: int, lock: int) -> None:
 
 
 def prestart() -> None:
-    """Start a runtime owned by this process unless one this process would join is alive;
-    returns without waiting for it (the constructor's call: the suite's harness builds a
-    loader before any scenario, so the cluster comes up while the first cases are collected and
-    skipped, not inside a scenario's deadline)."""
-    if _found() is not None:
-        return
-    where = folder(os.getpid())
-    with _locked(where) as lock:
-        if not _started(where):
-            _launch(where, os.getpid(), lock)
+    """Start a runtime owned by this process unless one this process would join is alive, and
+    return once it is up, without joining it (the constructor's call: the suite's harness
+    builds a loader before any scenario, so the cluster comes up there, outside every
+    scenario's deadline; a scenario's process finds it up and returns at once)."""
+    where = _found()
+    if where is None:
+        where = folder(os.getpid())
+        with _locked(where) as lock:
+            if not _started(where):
+                _launch(where, os.getpid(), lock)
+    with _locked(where):  # held by a starting runtime until its cluster is up
+        pass
 
 
 def connect() -> None:

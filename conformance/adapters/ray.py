@@ -137,8 +137,9 @@ class Loader(Adapter):
 
     def __init__(self, dataset: Any, *args: Any, **kwargs: Any) -> None:
         super().__init__(dataset, *args, **kwargs)
-        # A runtime for this process's scenarios, unless one is there: started, not joined (a
-        # process that joined Ray cannot fork, and the suite's harness forks every scenario).
+        # A runtime for this process's scenarios, unless one is there: started and waited for,
+        # not joined (a process that joined Ray cannot fork; the suite's harness forks each
+        # scenario, and builds a loader before the first).
         _ray_runtime.prestart()
 
     def __iter__(self) -> Any:

@@ -3,9 +3,9 @@ ray is absent (it is installed in a virtualenv of its own: scripts/matrix.sh). I
 limits and docs rows are checked with the other adapters' (test_adapters_field.py).
 
 Every test drives Ray in a sandbox child: a process that joined Ray cannot fork, and this test
-process forks every sandbox. The children join one Ray runtime, started by the first of them and
-owned by this process (conformance.adapters._ray_runtime): it outlives each test, by design, so
-these tests do not use the `no_child_left` fixture.
+process forks every sandbox. The children join one Ray runtime owned by this process
+(conformance.adapters._ray_runtime), started by building a loader here (`one_runtime`): it
+outlives each test, by design.
 
 Checked: the batches are torch's, in torch's order, for the configurations the adapter takes
 (Ray batches the sampler's indices); the runtime is one per owner and joined, not restarted; an
@@ -23,13 +23,21 @@ from typing import Any
 
 import pytest
 import torch
-from adapter_scenarios import drain, flat, load, ref
+from adapter_scenarios import assert_drains_as_torch, load, ref
 from loaderspec.faultinject import loaders, sandbox
 from torch.utils.data import DataLoader
 
 from loaderspec import faultinject
 
 pytestmark = [pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_runtime() -> None:
+    """One Ray runtime for the module's sandbox children: built here, a loader starts it for
+    this process, as the suite's harness does, without joining Ray (this process forks)."""
+    load("ray")(faultinject.FaultyDataset(1), batch_size=1)
+
 
 CONFIGS = [
     (10, {"batch_size": 3}),
@@ -44,11 +52,7 @@ CONFIGS = [
 @pytest.mark.parametrize(("n", "kw"), CONFIGS, ids=lambda x: str(x))
 def test_ray_hands_out_torchs_batches_in_torchs_order(n, kw):
     load("ray")
-    ds = faultinject.FaultyDataset(n)
-    report = sandbox.run(drain, ref("ray"), ds, deadline_s=120, **kw)
-    assert report.outcome == "returned", report.error
-    assert report.value["error"] is None
-    assert report.value["items"] == flat(DataLoader(ds, **kw))
+    assert_drains_as_torch("ray", n, kw, deadline_s=120)
 
 
 def seeded_shuffles(loader_path: str, seed: int) -> list[list[int]]:
