@@ -84,6 +84,7 @@ ADAPTERS = (
     _adapter("litdata:Loader", "litdata", "litdata", own_venv=True),
     _adapter("streaming:Loader", "streaming", "streaming", distribution="streaming-community",
              own_venv=True),
+    _adapter("ray:Loader", "ray", "ray", distribution="ray[data,train]", own_venv=True),
 )  # fmt: skip
 LOADERS = DEFAULTS + ADAPTERS
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates the committed conformance matrix from one run: sets up with every loader's extra
 # (scripts/setup.sh with LOADERSPEC_EXTRAS=torchdata,spdl,grain,paddle), then runs the whole
-# suite (no --quick: every case, the slow ones included) against all ten loaders (the
+# suite (no --quick: every case, the slow ones included) against all eleven loaders (the
 # reference, torch, StatefulDataLoader, torchdata.nodes' thread and process mappers, grain, SPDL,
-# paddle, litdata, Mosaic streaming) into docs/reports/ (the earlier per-loader folders removed
+# paddle, litdata, Mosaic streaming, Ray Data) into docs/reports/ (the earlier per-loader folders removed
 # first, so no report of another run or commit is left beside them), and rewrites README.md's
 # totals table from the same reports (`--readme`). Two loaders run at once (`--jobs 2`), grain
 # first: it spawns workers for every iterator and takes as long as the seven others together
@@ -21,8 +21,8 @@ cd "$top"
 # before .venv exists), the one list of graded loaders.
 graded() { python3 -m loaderspec.graded "$1"; }
 LOADERSPEC_EXTRAS=$(graded extras | paste -sd, -) bash "$top/scripts/setup.sh"
-# The streaming loaders each get a virtualenv of their own (.venv-<extra>, beside .venv): their
-# dependency trees are large and pin what the others float. Each holds exactly torch==2.13.0
+# The streaming loaders and Ray Data each get a virtualenv of their own (.venv-<extra>, beside
+# .venv): their dependency trees are large and pin what the others float. Each holds exactly torch==2.13.0
 # (named in the same pip call, so no extra replaces it), the suite and loaderspec, editable, and
 # is installed again only when pyproject.toml changed. `loaderspec report --python` runs that
 # loader's suite with its interpreter.

@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import torch
-from loaderspec.faultinject import loaders, processes
+from loaderspec.faultinject import loaders, processes, sandbox
+from torch.utils.data import DataLoader
 
-from loaderspec import graded
+from loaderspec import faultinject, graded
 
 # StatefulDataLoader is tested in test_adapters.py; every other adapter of the registry here.
 ADAPTERS = {g.name: g for g in graded.ADAPTERS if g.name != "torchdata"}
@@ -101,6 +102,17 @@ def drain(loader_path: str, ds: Any, **kw: Any) -> dict[str, Any]:
             error = (type(e).__name__, str(e))
         del it
     return {"items": items, "error": error, "workers": workers}
+
+
+def assert_drains_as_torch(name: str, n: int, kw: dict[str, Any], deadline_s: float) -> None:
+    """Drain adapter `name` over `FaultyDataset(n)` with `kw` in a sandbox child (a loader that
+    keeps something per process, shared memory or a Ray connection, keeps it there): no error,
+    and torch's items in torch's order."""
+    ds = faultinject.FaultyDataset(n)
+    report = sandbox.run(drain, ref(name), ds, deadline_s=deadline_s, **kw)
+    assert report.outcome == "returned", report.error
+    assert report.value["error"] is None
+    assert report.value["items"] == flat(DataLoader(ds, **kw))
 
 
 def busy_then_die(loader_path: str, ds: Any) -> None:

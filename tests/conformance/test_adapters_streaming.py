@@ -14,8 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 from adapter_scenarios import (  # the fixtures are autouse: imported, they apply here
-    drain,
-    flat,
+    assert_drains_as_torch,
     load,
     reap_finished_workers,  # noqa: F401
     ref,
@@ -75,11 +74,7 @@ def test_litdata_resumes_from_its_own_state_in_a_new_loader():
 def test_streaming_hands_out_torchs_batches_in_torchs_order(n, kw):
     # In a sandbox child: each StreamingDataset keeps its shared memory until its process exits.
     load("streaming")
-    ds = faultinject.FaultyDataset(n)
-    report = sandbox.run(drain, ref("streaming"), ds, deadline_s=60, **kw)
-    assert report.outcome == "returned", report.error
-    assert report.value["error"] is None
-    assert report.value["items"] == flat(DataLoader(ds, **kw))
+    assert_drains_as_torch("streaming", n, kw, deadline_s=60)
 
 
 def test_streaming_keeps_each_datasets_shared_memory_until_the_process_exits():
