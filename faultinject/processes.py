@@ -158,17 +158,20 @@ def kill(
 ) -> list[int]:
     """Send `sig` to each pid; return those it reached (a gone pid is skipped, not an error).
 
-    With tracing on, logs `action` (None: log nothing) just before each signal; `worker` is the
-    loader's worker id when the caller knows it.
+    With tracing on, logs `action` (None: log nothing) just after each signal that reached its
+    pid; `worker` is the loader's worker id when the caller knows it. After, not before: a
+    worker that put its batch between the record and the signal would show in the trace as a
+    killed worker putting (NOT-A-BEHAVIOUR); and the caller, the only one that records in this
+    thread, notes nothing of the death before this record.
     """
     sent = []
     for pid in pids:
-        if action is not None:
-            tracewriter.emit_fault(action, worker=worker, victim=pid)
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
             continue
+        if action is not None:
+            tracewriter.emit_fault(action, worker=worker, victim=pid)
         sent.append(pid)
     return sent
 
