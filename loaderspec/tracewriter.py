@@ -297,7 +297,8 @@ def emit_fault(
 ) -> None:
     """Log a ``Fault*`` ``action`` if ``LOADERSPEC_TRACE_DIR`` is set now; call it just before
     injecting a fault into this process, just after signalling another (the victim may still
-    record a step before the signal lands: ``faultinject.processes.kill``). ``worker``: the loader's worker id concerned (None if unknown); ``task``
+    record a step before the signal lands: ``faultinject.processes.kill``). ``worker``: the
+    loader's worker id concerned (None if unknown); ``task``
     the loader's task index, which a dataset cannot know, so usually None; ``victim``: the pid
     the fault hits, when the injector knows the pid and not the worker id (trace-check maps it
     through the header's ``worker_pids``). Never raises for a missing or full trace directory:
